@@ -1,0 +1,241 @@
+"""Video for the converter: decode a source episode, re-encode it in fixed GOPs, and cut
+the stream into self-contained per-GOP mp4 segments (what the reader decodes).
+
+Decoding the source uses PyAV (its frames stay in YUV, so the transcode does no extra
+RGB round trip); frames are picked exactly as LeRobotDataset picks them: the frame of the
+file at time from_timestamp + timestamp, within LeRobot's tolerance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+
+import av
+import numpy as np
+
+from jaxload.errors import SourceError
+from jaxload.video import decode_segment, segment_num_frames
+
+CODECS = {"h264": "libx264", "hevc": "libx265"}
+# A frame decoded more than this far from its query time is a mismatch (LeRobot's default).
+TOLERANCE_S = 1e-4
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodeOptions:
+    codec: str = "h264"  # "h264" | "hevc" | "copy"
+    gop: int = 8
+    crf: int = 14
+    preset: str = "medium"
+
+
+@dataclasses.dataclass
+class EncodedStream:
+    """One episode's stream of one camera, cut into GOP segments."""
+
+    segments: list[bytes]
+    segment_starts: list[int]  # frame index (within the episode) of each segment's first frame
+    psnr: np.ndarray  # per-frame PSNR (dB) of the stored stream against the source decode
+    codec: str
+
+
+def decode_source_frames(
+    path, from_timestamp: float, timestamps: Sequence[float], *, episode: int
+) -> Iterator[av.VideoFrame]:
+    """Yields the source frames of one episode in order: the frame shown at
+    from_timestamp + timestamps[k] for each k, or a SourceError naming file and episode."""
+    queries = from_timestamp + np.asarray(timestamps, dtype=np.float64)
+    container = _open(path, episode)
+    with container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        container.seek(_to_pts(queries[0], stream), stream=stream, backward=True)
+        k = 0
+        try:
+            for frame in container.decode(stream):
+                t = float(frame.pts * stream.time_base)
+                if t > queries[k] + TOLERANCE_S:
+                    raise SourceError(
+                        f"{path}: episode {episode}: no frame at {queries[k]:.6f} s "
+                        f"(frame {k} of the episode); next frame is at {t:.6f} s"
+                    )
+                if t < queries[k] - TOLERANCE_S:
+                    continue
+                yield frame
+                k += 1
+                if k == len(queries):
+                    return
+        except av.FFmpegError as e:
+            raise SourceError(f"{path}: episode {episode}: decode failed at frame {k} ({e})") from e
+    raise SourceError(
+        f"{path}: episode {episode}: video too short: it ends before frame {k} of "
+        f"{len(queries)} (time {queries[k]:.6f} s)"
+    )
+
+
+def transcode(
+    frames: Iterator[av.VideoFrame], options: EncodeOptions, fps: int, *, where: str
+) -> EncodedStream:
+    """Encodes frames with a fixed GOP and no B-frames; returns the segments and fidelity."""
+    reference: list[np.ndarray] = []
+    encoder = None
+    packets: list[av.Packet] = []
+    for i, frame in enumerate(frames):
+        if encoder is None:
+            encoder = _make_encoder(options, fps, frame.width, frame.height, where)
+        reference.append(frame.to_ndarray(format="rgb24"))
+        out = frame.reformat(format="yuv420p")
+        out.pts, out.time_base = i, encoder.time_base
+        out.pict_type = av.video.frame.PictureType.NONE
+        packets += encoder.encode(out)
+    if encoder is None:
+        raise SourceError(f"{where}: no frames to encode")
+    packets += encoder.encode(None)
+    gops = _split_gops(packets)
+    segments = [_mux_segment(g, encoder, options.codec, fps) for g in gops]
+    starts = list(np.cumsum([0] + [len(g) for g in gops[:-1]]).tolist())
+    return EncodedStream(segments, starts, _psnr(segments, reference), options.codec)
+
+
+def copy_stream(
+    path, from_timestamp: float, to_timestamp: float, num_frames: int, fps: int, *, episode: int
+) -> EncodedStream:
+    """Keeps the source bitstream: cuts the episode's packets at keyframes into segments.
+
+    Only possible when the episode starts on a keyframe and its GOPs are closed; both are
+    verified by decoding every segment and comparing it with a decode of the source.
+    """
+    container = _open(path, episode)
+    with container:
+        stream = container.streams.video[0]
+        codec = stream.codec_context.name
+        if codec not in CODECS:
+            raise SourceError(
+                f"{path}: --video-codec copy keeps the source codec, but {codec!r} is not "
+                f"h264 or hevc; use --video-codec h264"
+            )
+        container.seek(_to_pts(from_timestamp, stream), stream=stream, backward=True)
+        lo, hi = from_timestamp - TOLERANCE_S, to_timestamp - TOLERANCE_S
+        packets = [
+            p
+            for p in container.demux(stream)
+            if p.pts is not None and lo <= float(p.pts * stream.time_base) < hi
+        ]
+        if not packets or not packets[0].is_keyframe:
+            raise SourceError(
+                f"{path}: episode {episode} does not start on a keyframe, so its stream "
+                "cannot be copied; use --video-codec h264"
+            )
+        gops = _split_gops(packets)
+        segments = [_mux_segment(g, stream.codec_context, codec, fps) for g in gops]
+    starts = list(np.cumsum([0] + [len(g) for g in gops[:-1]]).tolist())
+    timestamps = np.arange(num_frames) / fps
+    reference = [
+        f.to_ndarray(format="rgb24")
+        for f in decode_source_frames(path, from_timestamp, timestamps, episode=episode)
+    ]
+    if sum(len(g) for g in gops) != num_frames:
+        raise SourceError(
+            f"{path}: episode {episode}: found {sum(len(g) for g in gops)} packets for "
+            f"{num_frames} frames; cannot copy this stream, use --video-codec h264"
+        )
+    return EncodedStream(segments, starts, _psnr(segments, reference), codec)
+
+
+def _open(path, episode: int) -> av.container.InputContainer:
+    try:
+        container = av.open(str(path))
+    except (av.FFmpegError, OSError) as e:
+        raise SourceError(f"{path}: episode {episode}: cannot open video ({e})") from e
+    if not container.streams.video:
+        container.close()
+        raise SourceError(f"{path}: episode {episode}: file has no video stream")
+    return container
+
+
+def _to_pts(seconds: float, stream) -> int:
+    return max(0, int(Fraction(seconds).limit_denominator(10**6) / stream.time_base))
+
+
+def _make_encoder(options: EncodeOptions, fps: int, width: int, height: int, where: str):
+    if width % 2 or height % 2:
+        raise SourceError(
+            f"{where}: {width}x{height} frames cannot be stored as yuv420p (odd size); "
+            "use --video-codec copy"
+        )
+    encoder = av.CodecContext.create(CODECS[options.codec], "w")
+    encoder.width, encoder.height, encoder.pix_fmt = width, height, "yuv420p"
+    encoder.time_base = Fraction(1, fps)
+    encoder.framerate = Fraction(fps, 1)
+    encoder.gop_size = options.gop
+    encoder.max_b_frames = 0
+    # No global header: SPS/PPS stay in-band in every keyframe, so each GOP segment is
+    # self-contained and the mp4 muxer derives its avcC/hvcC from the first packet.
+    # One thread: x264/x265 output then depends only on the input, not on the machine.
+    encoder.thread_count = 1
+    g = options.gop
+    if options.codec == "h264":
+        params = f"keyint={g}:min-keyint={g}:scenecut=0:bframes=0:threads=1"
+        encoder.options = {"crf": str(options.crf), "preset": options.preset, "x264-params": params}
+    else:
+        params = (
+            f"keyint={g}:min-keyint={g}:scenecut=0:bframes=0:open-gop=0:"
+            "frame-threads=1:pools=none:log-level=none"
+        )
+        encoder.options = {"crf": str(options.crf), "preset": options.preset, "x265-params": params}
+    return encoder
+
+
+def _split_gops(packets: list[av.Packet]) -> list[list[av.Packet]]:
+    gops: list[list[av.Packet]] = []
+    for packet in packets:
+        if packet.is_keyframe or not gops:
+            gops.append([])
+        gops[-1].append(packet)
+    return gops
+
+
+def _mux_segment(gop: list[av.Packet], codec_context, codec: str, fps: int) -> bytes:
+    """A self-contained mp4 of one GOP, with timestamps starting at 0."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"}) as out:
+        stream = out.add_stream(codec, rate=fps)
+        stream.width, stream.height = codec_context.width, codec_context.height
+        stream.pix_fmt = "yuv420p"
+        stream.time_base = Fraction(1, fps)
+        stream.codec_context.extradata = codec_context.extradata
+        if codec == "hevc":
+            stream.codec_tag = "hvc1"
+        src_tb = gop[0].time_base
+        first = min(p.pts for p in gop)
+        for packet in gop:
+            pts, dts = packet.pts - first, (packet.dts if packet.dts is not None else packet.pts)
+            packet.pts = int(Fraction(pts) * src_tb * fps)
+            packet.dts = int(Fraction(dts - first) * src_tb * fps)
+            packet.time_base = stream.time_base
+            packet.stream = stream
+            out.mux(packet)
+    return buffer.getvalue()
+
+
+def _psnr(segments: list[bytes], reference: list[np.ndarray]) -> np.ndarray:
+    """Per-frame PSNR of the segments (decoded as the reader decodes them) vs reference."""
+    values, k = [], 0
+    for segment in segments:
+        n = len(reference) - k
+        decoded = decode_segment(segment, range(min(n, segment_num_frames(segment))))
+        for image in decoded:
+            values.append(psnr(image, reference[k]))
+            k += 1
+    if k != len(reference):
+        raise SourceError(f"stored stream decodes to {k} frames, expected {len(reference)}")
+    return np.asarray(values)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    """Peak signal-to-noise ratio of two uint8 images in dB (inf when identical)."""
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else float(10 * np.log10(255.0**2 / mse))

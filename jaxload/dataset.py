@@ -1,0 +1,320 @@
+"""`jaxload.open`: a map-style dataset over the frames of a converted dataset.
+
+One sample is read with one batched ArrayRecord read per shard (usually one): the frame
+records its windows need plus the video segments holding its frames. Many samples can be
+read together with `__getitems__`, which also decodes each needed segment only once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+from array_record.python.array_record_module import ArrayRecordReader
+
+from jaxload import format as fmt
+from jaxload.errors import DatasetError
+from jaxload.video import decode_segment
+from jaxload.windows import resolve_delta_timestamps, window_frames
+
+Sample = dict[str, Any]
+
+
+class JaxloadDataset:
+    """Frames of a jaxload dataset, with LeRobotDataset's keys, windows and padding.
+
+    Position `i` is the i-th frame of the selected episodes in source order; with all
+    episodes selected it is the frame whose LeRobot `index` is `i`.
+
+    Example:
+        >>> ds = jaxload.open("out/pusht", delta_timestamps={"action": [0.0, 0.1, 0.2]})
+        >>> sample = ds[0]
+        >>> sample["action"].shape, sample["action_is_pad"]
+        ((3, 2), array([False, False, False]))
+
+    Instances are picklable and thread-safe (each thread opens its own file readers and
+    decoders), so they serve directly as a Grain `RandomAccessDataSource`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+        episodes: Iterable[int] | None = None,
+    ):
+        self.path = str(path)
+        self.info = fmt.read_info(path)
+        self.fps = self.info.fps
+        self.camera_keys = sorted(self.info.cameras)
+        self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
+        self._offsets = resolve_delta_timestamps(
+            delta_timestamps, self.fps, [*self.info.features, *self.camera_keys]
+        )
+        self._frame_dtype = self.info.frame_dtype
+        self._tasks = _read_tasks(Path(path))
+        self._load_episodes(Path(path), episodes)
+        self.fingerprint = self._selection_fingerprint()
+        self._local = threading.local()
+
+    # --- metadata -------------------------------------------------------------------
+
+    def _load_episodes(self, root: Path, episodes: Iterable[int] | None) -> None:
+        table = _read_parquet(root / fmt.EPISODES_PATH)
+        all_ids = table["episode_index"].to_numpy()
+        if episodes is None:
+            rows = np.arange(len(all_ids))
+        else:
+            wanted = np.unique(np.asarray(list(episodes), dtype=np.int64))
+            missing = np.setdiff1d(wanted, all_ids)
+            if missing.size:
+                raise DatasetError(
+                    f"{self.path}: episodes {missing.tolist()} not in this dataset "
+                    f"(it has episodes {int(all_ids.min())}..{int(all_ids.max())})"
+                )
+            rows = np.flatnonzero(np.isin(all_ids, wanted))
+        table = table.take(rows)
+        self.episode_index = table["episode_index"].to_numpy().astype(np.int64)
+        self.episode_lengths = table["length"].to_numpy().astype(np.int64)
+        self.episode_starts = np.concatenate([[0], np.cumsum(self.episode_lengths)[:-1]]).astype(
+            np.int64
+        )
+        self._num_frames = int(self.episode_lengths.sum())
+        self._shard = table["shard"].to_numpy().astype(np.int64)
+        self._frames_start = table["frames_record_start"].to_numpy().astype(np.int64)
+        self._segment_record_start = {}
+        self._segment_starts = {}
+        for cam in self.camera_keys:
+            col = fmt.segment_column(cam, "record_start")
+            self._segment_record_start[cam] = table[col].to_numpy().astype(np.int64)
+            starts = table[fmt.segment_column(cam, "segment_starts")].to_pylist()
+            self._segment_starts[cam] = [np.asarray(s, dtype=np.int64) for s in starts]
+
+    def _selection_fingerprint(self) -> str:
+        """Content fingerprint plus what this view selects: same value <=> same samples."""
+        view = {
+            "content": self.info.fingerprint,
+            "episodes": self.episode_index.tolist(),
+            "windows": {k: v.tolist() for k, v in sorted(self._offsets.items())},
+        }
+        return hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()
+
+    def __len__(self) -> int:
+        return self._num_frames
+
+    def __repr__(self) -> str:
+        return (
+            f"JaxloadDataset({self.path!r}, frames={len(self)}, "
+            f"episodes={len(self.episode_index)}, cameras={self.camera_keys})"
+        )
+
+    def element_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Shape and dtype of every array in a sample (all keys except "task")."""
+        spec = {}
+        for key, feature in self.info.features.items():
+            window = self._window_shape(key)
+            spec[key] = ((*window, *feature.shape), np.dtype(feature.dtype))
+        for key, cam in self.info.cameras.items():
+            window = self._window_shape(key)
+            spec[key] = ((*window, cam.height, cam.width, 3), np.dtype(np.uint8))
+        for key, offsets in self._offsets.items():
+            spec[f"{key}_is_pad"] = ((len(offsets),), np.dtype(bool))
+        return spec
+
+    def _window_shape(self, key: str) -> tuple[int, ...]:
+        if key not in self._offsets:
+            return ()
+        n = len(self._offsets[key])
+        # LeRobot squeezes the time axis of a one-frame video window, not of tabular ones.
+        return () if (key in self.info.cameras and n == 1) else (n,)
+
+    # --- reading --------------------------------------------------------------------
+
+    def __getitem__(self, position: int) -> Sample:
+        return self.__getitems__([position])[0]
+
+    def __getitems__(self, positions: Sequence[int]) -> list[Sample]:
+        """Reads many samples at once: one batched read, each video segment decoded once."""
+        positions = self._check_positions(positions)
+        ep = np.searchsorted(self.episode_starts, positions, side="right") - 1
+        frame = positions - self.episode_starts[ep]
+        length = self.episode_lengths[ep]
+        shard = self._shard[ep][:, None]
+
+        # Frames each key needs, (B, T): the anchor itself ("") and every window.
+        needed, pads = {"": frame[:, None]}, {}
+        for key, offsets in self._offsets.items():
+            needed[key], pads[key] = window_frames(frame, length, offsets)
+        for cam in self.camera_keys:
+            needed.setdefault(cam, frame[:, None])
+
+        requests, local_frames = {}, {}
+        for key, frames in needed.items():
+            if key in self.info.cameras:
+                segment, local_frames[key] = self._locate_segments(key, ep, frames)
+                requests[key] = (shard, self._segment_record_start[key][ep][:, None] + segment)
+            else:
+                requests[key] = (shard, self._frames_start[ep][:, None] + frames)
+        records, slots = _read_records(requests, self._reader)
+
+        frame_keys = [k for k in needed if k not in self.info.cameras]
+        rows = _FrameRows(records, [slots[k] for k in frame_keys], self._frame_dtype)
+        images = {
+            cam: _decode_images(records, slots[cam], local_frames[cam]) for cam in self.camera_keys
+        }
+        samples = []
+        for b in range(len(positions)):
+            anchor = rows.get(slots[""][b, 0])
+            sample: Sample = {key: np.array(anchor[key]) for key in self.info.features}
+            for key in frame_keys[1:]:
+                sample[key] = rows.get(slots[key][b])[key]
+            for cam in self.camera_keys:
+                sample[cam] = images[cam][b] if self._window_shape(cam) else images[cam][b, 0]
+            for key, pad in pads.items():
+                sample[f"{key}_is_pad"] = pad[b]
+            sample["task"] = self._task(int(anchor["task_index"]))
+            samples.append(sample)
+        return samples
+
+    def _check_positions(self, positions: Sequence[int]) -> np.ndarray:
+        p = np.asarray(positions, dtype=np.int64).reshape(-1)
+        p = np.where(p < 0, p + self._num_frames, p)
+        bad = (p < 0) | (p >= self._num_frames)
+        if bad.any():
+            raise IndexError(
+                f"{self.path}: index {np.asarray(positions).reshape(-1)[bad][0]} out of range "
+                f"for a dataset of {self._num_frames} frames"
+            )
+        return p
+
+    def _locate_segments(
+        self, cam: str, ep: np.ndarray, frames: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Segment number and frame-within-segment of each (sample, window slot)."""
+        seg = np.empty_like(frames)
+        local = np.empty_like(frames)
+        for b, e in enumerate(ep):
+            starts = self._segment_starts[cam][e]
+            seg[b] = np.searchsorted(starts, frames[b], side="right") - 1
+            local[b] = frames[b] - starts[seg[b]]
+        return seg, local
+
+    def _task(self, task_index: int) -> str:
+        try:
+            return self._tasks[task_index]
+        except KeyError:
+            raise DatasetError(
+                f"{self.path}: task_index {task_index} missing from {fmt.TASKS_PATH}"
+            ) from None
+
+    def _reader(self, shard: int) -> ArrayRecordReader:
+        readers = self._local.__dict__.setdefault("readers", {})
+        if shard not in readers:
+            path = os.path.join(self.path, fmt.shard_path(shard))
+            if not os.path.isfile(path):
+                raise DatasetError(f"{path}: shard file missing")
+            readers[shard] = ArrayRecordReader(path, fmt.READER_OPTIONS)
+        return readers[shard]
+
+    # --- pickling: file handles stay behind, each process reopens its own ---------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_local"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+
+def open(
+    path: str | os.PathLike,
+    *,
+    delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+    episodes: Iterable[int] | None = None,
+) -> JaxloadDataset:
+    """Opens a converted jaxload dataset as a map-style dataset over frames.
+
+    Example:
+        >>> ds = jaxload.open("out/demo", delta_timestamps={"action": [k / 30 for k in range(16)]})
+        >>> len(ds), ds[0]["action"].shape
+        (1247, (16, 8))
+    """
+    return JaxloadDataset(path, delta_timestamps=delta_timestamps, episodes=episodes)
+
+
+def _read_records(
+    requests: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    reader_for,
+) -> tuple[list[bytes], dict[str, np.ndarray]]:
+    """Reads every requested (shard, record) once, with one batched call per shard.
+
+    Returns the unique records and, per request, an array of the request's shape that
+    maps each (shard, record) to its position in that list.
+    """
+    shapes, pairs = {}, []
+    for key, (shard, record) in requests.items():
+        shard, record = np.broadcast_arrays(shard, record)
+        shapes[key] = record.shape
+        pairs.append(np.stack([shard.ravel(), record.ravel()], axis=1))
+    unique, inverse = np.unique(np.concatenate(pairs), axis=0, return_inverse=True)
+    records: list[bytes] = [b""] * len(unique)
+    for shard in np.unique(unique[:, 0]):
+        rows = np.flatnonzero(unique[:, 0] == shard)
+        for row, data in zip(rows, reader_for(int(shard)).read(unique[rows, 1].tolist())):
+            records[row] = data
+    slots, start = {}, 0
+    inverse = inverse.reshape(-1)
+    for key, shape in shapes.items():
+        size = int(np.prod(shape))
+        slots[key] = inverse[start : start + size].reshape(shape)
+        start += size
+    return records, slots
+
+
+class _FrameRows:
+    """The frame records a batch needs, decoded into one structured array."""
+
+    def __init__(self, records: list[bytes], slot_arrays: list[np.ndarray], dtype: np.dtype):
+        self._ids = np.unique(np.concatenate([s.ravel() for s in slot_arrays]))
+        data = b"".join(records[i] for i in self._ids)
+        self._rows = np.frombuffer(data, dtype=dtype)
+
+    def get(self, slots: np.ndarray | int) -> np.ndarray:
+        """Structured rows for record slots (one row for an int, (T,) rows for an array)."""
+        return self._rows[np.searchsorted(self._ids, slots)]
+
+
+def _decode_images(records: list[bytes], slots: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """(B, T, H, W, 3) frames: decodes each segment once for all the frames wanted from it."""
+    out = None
+    for slot in np.unique(slots):
+        where = slots == slot
+        frames, inverse = np.unique(local[where], return_inverse=True)
+        decoded = decode_segment(records[slot], frames.tolist())
+        if out is None:
+            out = np.empty((*slots.shape, *decoded.shape[1:]), dtype=np.uint8)
+        out[where] = decoded[inverse]
+    return out
+
+
+def _read_tasks(root: Path) -> dict[int, str]:
+    table = _read_parquet(root / fmt.TASKS_PATH)
+    return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))
+
+
+def _read_parquet(path: Path):
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing")
+    try:
+        return pq.read_table(path)
+    except Exception as e:  # pyarrow raises several types for corrupt files
+        raise DatasetError(f"{path}: unreadable parquet ({e})") from e

@@ -1,0 +1,21 @@
+"""Errors jaxload raises for bad input. Each message names the file, episode or key at fault."""
+
+
+class JaxloadError(Exception):
+    """Base class: a problem with user input that jaxload detected and explained."""
+
+
+class SourceError(JaxloadError):
+    """A LeRobot source dataset is missing, malformed or unsupported."""
+
+
+class DatasetError(JaxloadError):
+    """A converted jaxload dataset is missing, malformed, or from another format version."""
+
+
+class WindowError(JaxloadError, ValueError):
+    """`delta_timestamps` names an unknown key or holds offsets that are not frame multiples."""
+
+
+class CheckpointError(JaxloadError):
+    """A loader state cannot be restored onto this loader (other dataset, batch size, version)."""

@@ -1,0 +1,177 @@
+"""The on-disk jaxload dataset format: paths, metadata schema and record encoding.
+
+Everything the reader and the converter must agree on lives here; `docs/FORMAT.md` is its
+prose description. A dataset directory holds:
+
+    meta/info.json          format version, fps, tabular features, cameras, fingerprint
+    meta/episodes.parquet   one row per episode: length, tasks, shard, record offsets,
+                            per-camera segment tables
+    meta/tasks.parquet      task_index -> task string
+    meta/stats.json         normalization statistics
+    data/shard-NNNNN.array_record
+
+Within a shard, an episode is a contiguous run of records: one record per frame holding
+all tabular features (a packed numpy structured row), then, per camera in sorted key
+order, one record per video segment (a self-contained mp4 of one GOP).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jaxload.errors import DatasetError
+
+FORMAT_NAME = "jaxload"
+FORMAT_VERSION = 1
+
+INFO_PATH = "meta/info.json"
+EPISODES_PATH = "meta/episodes.parquet"
+TASKS_PATH = "meta/tasks.parquet"
+STATS_PATH = "meta/stats.json"
+DATA_DIR = "data"
+
+# array-record changed its defaults between versions: always spell the options out.
+# group_size:1 makes every record its own chunk, so a read touches only that record.
+WRITER_OPTIONS = "group_size:1"
+# No readahead: samples are random access; readahead would read bytes nobody asked for.
+READER_OPTIONS = "readahead_buffer_size:0"
+
+
+def shard_path(index: int) -> str:
+    """Path of shard `index`, relative to the dataset root."""
+    return f"{DATA_DIR}/shard-{index:05d}.array_record"
+
+
+def segment_column(camera: str, field: str) -> str:
+    """Name of a per-camera column in meta/episodes.parquet."""
+    return f"videos/{camera}/{field}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    """A tabular feature: stored once per frame in the frame record."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    names: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": list(self.shape), "names": self.names}
+
+
+@dataclasses.dataclass(frozen=True)
+class Camera:
+    """A video stream: one per camera key, stored as self-contained GOP segments."""
+
+    codec: str  # "h264" | "hevc"
+    height: int
+    width: int
+    pix_fmt: str
+    gop: int | None  # fixed GOP length, or None for a copied stream with variable GOPs
+    crf: int | None
+    source_codec: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """Contents of meta/info.json."""
+
+    fps: int
+    total_frames: int
+    total_episodes: int
+    features: dict[str, Feature]
+    cameras: dict[str, Camera]
+    num_shards: int
+    fingerprint: str
+    source: dict[str, Any]
+    converter: dict[str, Any]
+
+    @property
+    def frame_dtype(self) -> np.dtype:
+        return frame_dtype(self.features)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "fps": self.fps,
+            "total_frames": self.total_frames,
+            "total_episodes": self.total_episodes,
+            "features": {k: f.to_json() for k, f in self.features.items()},
+            "cameras": {k: c.to_json() for k, c in self.cameras.items()},
+            "num_shards": self.num_shards,
+            "fingerprint": self.fingerprint,
+            "source": self.source,
+            "converter": self.converter,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], where: str) -> DatasetInfo:
+        if raw.get("format") != FORMAT_NAME:
+            raise DatasetError(f"{where}: not a jaxload dataset (format={raw.get('format')!r})")
+        version = raw.get("format_version")
+        if version != FORMAT_VERSION:
+            raise DatasetError(
+                f"{where}: format_version {version} is not supported by this jaxload "
+                f"(reads version {FORMAT_VERSION}); reconvert with `jaxload convert`"
+            )
+        try:
+            return cls(
+                fps=int(raw["fps"]),
+                total_frames=int(raw["total_frames"]),
+                total_episodes=int(raw["total_episodes"]),
+                features={
+                    k: Feature(v["dtype"], tuple(v["shape"]), v.get("names"))
+                    for k, v in raw["features"].items()
+                },
+                cameras={k: Camera(**v) for k, v in raw["cameras"].items()},
+                num_shards=int(raw["num_shards"]),
+                fingerprint=str(raw["fingerprint"]),
+                source=dict(raw.get("source", {})),
+                converter=dict(raw.get("converter", {})),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise DatasetError(f"{where}: malformed metadata ({type(e).__name__}: {e})") from e
+
+
+def frame_dtype(features: Mapping[str, Feature]) -> np.dtype:
+    """The packed structured dtype of one frame record (little-endian, no padding)."""
+    fields = [(k, np.dtype(f.dtype).newbyteorder("<"), f.shape) for k, f in features.items()]
+    return np.dtype(fields)
+
+
+def read_info(root: str | os.PathLike) -> DatasetInfo:
+    """Loads and validates meta/info.json of the dataset at `root`."""
+    path = Path(root) / INFO_PATH
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing; is {root} a jaxload dataset (`jaxload convert`)?")
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"{path}: unreadable ({e})") from e
+    return DatasetInfo.from_json(raw, str(path))
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Writes JSON so readers see the old file or the new one, never a torn one.
+
+    A unique temp name per writer makes concurrent writers safe: each replaces atomically.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

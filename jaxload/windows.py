@@ -1,0 +1,71 @@
+"""Episode-aware frame windows with LeRobotDataset's exact semantics.
+
+`delta_timestamps` maps a key to offsets in seconds. Each offset must be a multiple of
+1/fps (within `tolerance_s`) and becomes the integer frame offset round(delta * fps).
+Window frames are clamped into the anchor's episode and the clamped slots are flagged in
+`{key}_is_pad`; video keys are clamped the same way as tabular keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from jaxload.errors import WindowError
+
+# LeRobotDataset's default tolerance for timestamps.
+DEFAULT_TOLERANCE_S = 1e-4
+
+
+def resolve_delta_timestamps(
+    delta_timestamps: Mapping[str, Sequence[float]] | None,
+    fps: int,
+    valid_keys: Iterable[str],
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+) -> dict[str, np.ndarray]:
+    """Turns `delta_timestamps` into integer frame offsets per key (int64 arrays).
+
+    >>> resolve_delta_timestamps({"action": [0.0, 0.1]}, fps=10, valid_keys=["action"])
+    {'action': array([0, 1])}
+    """
+    if not delta_timestamps:
+        return {}
+    valid = sorted(valid_keys)
+    offsets = {}
+    for key, deltas in delta_timestamps.items():
+        if key not in valid:
+            raise WindowError(
+                f"delta_timestamps: unknown key {key!r}; this dataset has {', '.join(valid)}"
+            )
+        deltas = np.asarray(deltas, dtype=np.float64).reshape(-1)
+        if deltas.size == 0:
+            raise WindowError(f"delta_timestamps[{key!r}] is empty")
+        frames = np.round(deltas * fps)
+        bad = np.abs(frames / fps - deltas) > tolerance_s
+        if bad.any():
+            raise WindowError(
+                f"delta_timestamps[{key!r}]: {deltas[bad].tolist()} s are not multiples of "
+                f"1/fps = 1/{fps} s (tolerance {tolerance_s} s)"
+            )
+        offsets[key] = frames.astype(np.int64)
+    return offsets
+
+
+def window_frames(
+    frame: np.ndarray, length: np.ndarray, offsets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Frame indices of each anchor's window, clamped to its episode, and the pad mask.
+
+    Args:
+      frame: (B,) frame index of each anchor within its episode.
+      length: (B,) length of each anchor's episode.
+      offsets: (T,) integer frame offsets.
+
+    Returns:
+      (B, T) clamped frame indices and (B, T) booleans, True where clamping happened.
+    """
+    wanted = frame[:, None] + offsets[None, :]
+    last = length[:, None] - 1
+    is_pad = (wanted < 0) | (wanted > last)
+    return np.clip(wanted, 0, last), is_pad
