@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
-import json
 import multiprocessing
 import os
 import shutil
@@ -189,7 +187,7 @@ def _features(source: LeRobotV3Source, first_episode: int) -> dict[str, Feature]
     if not path.is_file():
         raise SourceError(f"{path}: missing (data file of episode {first_episode})")
     schema = pq.read_schema(path)
-    columns = source.tabular_columns(pa.table({n: [] for n in schema.names}))
+    columns = source.tabular_columns(schema.names)
     return features_from_schema(schema, columns, source.features, str(path))
 
 
@@ -323,14 +321,13 @@ def _dataset_info(source, written: _Written, features, options, repo_id, shard_b
         )
         for cam in source.camera_keys
     }
-    content = {
-        "fps": source.fps,
-        "features": {k: f.to_json() for k, f in features.items()},
-        "cameras": {k: c.to_json() for k, c in cameras.items()},
-        "episodes": [[r["episode_index"], r["length"], r["tasks"]] for r in rows],
-        "records": written.digest,
-    }
-    fingerprint = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    fingerprint = fmt.content_fingerprint(
+        source.fps,
+        features,
+        cameras,
+        [(r["episode_index"], r["length"], r["tasks"]) for r in rows],
+        written.digest,
+    )
     return DatasetInfo(
         fps=source.fps,
         total_frames=int(sum(r["length"] for r in rows)),

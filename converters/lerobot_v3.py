@@ -50,131 +50,13 @@ class LeRobotV3Source:
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-        if not self.root.is_dir():
-            raise SourceError(f"{self.root}: no such dataset directory")
-        self.info = self._read_info()
+        self.info = read_info(self.root)
         self.fps = int(self.info["fps"])
         self.features: dict[str, Any] = self.info["features"]
-        self.camera_keys = sorted(k for k, f in self.features.items() if f["dtype"] == "video")
-        self._reject_unsupported_features()
-        self.episodes = self._read_episodes()
-        self.tasks = self._read_tasks()
-
-    # --- metadata -------------------------------------------------------------------
-
-    def _read_info(self) -> dict[str, Any]:
-        path = self.root / "meta" / "info.json"
-        if not path.is_file():
-            raise SourceError(f"{path}: missing; {self.root} is not a LeRobot dataset")
-        try:
-            info = json.loads(path.read_text())
-        except (OSError, ValueError) as e:
-            raise SourceError(f"{path}: not valid JSON ({e})") from e
-        version = info.get("codebase_version")
-        if version not in SUPPORTED_VERSIONS:
-            raise SourceError(
-                f"{path}: codebase_version {version!r} is not supported "
-                f"(supported: {', '.join(SUPPORTED_VERSIONS)})"
-            )
-        for key in ("fps", "features", "total_frames", "total_episodes", "data_path"):
-            if key not in info:
-                raise SourceError(f"{path}: required field {key!r} missing")
-        if self.camera_keys_in(info) and "video_path" not in info:
-            raise SourceError(f"{path}: has video features but no 'video_path'")
-        return info
-
-    @staticmethod
-    def camera_keys_in(info: dict[str, Any]) -> list[str]:
-        return [k for k, f in info["features"].items() if f.get("dtype") == "video"]
-
-    def _reject_unsupported_features(self) -> None:
-        where = self.root / "meta" / "info.json"
-        for key, feature in self.features.items():
-            dtype = feature.get("dtype")
-            if dtype in ("image", "string"):
-                raise SourceError(
-                    f"{where}: feature {key!r} has dtype {dtype!r}, which jaxload does not "
-                    "convert yet (supported: numeric and bool tabular features, video)"
-                )
-
-    def _read_episodes(self) -> pa.Table:
-        files = sorted((self.root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
-        if not files:
-            raise SourceError(f"{self.root / 'meta' / 'episodes'}: no episode metadata files")
-        tables = [_read_parquet(f).drop_columns(_stats_columns(f)) for f in files]
-        try:
-            table = pa.concat_tables(tables, promote_options="default")
-        except pa.ArrowInvalid as e:
-            raise SourceError(f"{files[0].parent}: episode files disagree on schema ({e})") from e
-        table = table.sort_by("episode_index")
-        self._check_episode_columns(table, files[0])
-        self._check_tiling(table)
-        return table
-
-    def _check_episode_columns(self, table: pa.Table, where: Path) -> None:
-        required = [
-            "episode_index",
-            "length",
-            "dataset_from_index",
-            "dataset_to_index",
-            "tasks",
-            "data/chunk_index",
-            "data/file_index",
-        ]
-        for cam in self.camera_keys:
-            required += [
-                f"videos/{cam}/{c}"
-                for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
-            ]
-        missing = [c for c in required if c not in table.column_names]
-        if missing:
-            raise SourceError(f"{where}: episode metadata lacks columns {missing}")
-
-    def _check_tiling(self, table: pa.Table) -> None:
-        """Episode frame ranges must tile [0, total_frames) in episode order."""
-        ep = table["episode_index"].to_numpy()
-        start = table["dataset_from_index"].to_numpy()
-        stop = table["dataset_to_index"].to_numpy()
-        length = table["length"].to_numpy()
-        where = self.root / "meta" / "episodes"
-        if len(np.unique(ep)) != len(ep):
-            dup = ep[np.flatnonzero(np.diff(ep) == 0)[0]]
-            raise SourceError(f"{where}: episode {dup} is listed twice")
-        for i in range(len(ep)):
-            expected_start = 0 if i == 0 else stop[i - 1]
-            if start[i] != expected_start:
-                kind = "overlaps the previous one" if start[i] < expected_start else "leaves a gap"
-                raise SourceError(
-                    f"{where}: episode {ep[i]} starts at frame {start[i]} but the previous "
-                    f"episode ends at {expected_start}: its range {kind}"
-                )
-            if stop[i] - start[i] != length[i] or length[i] <= 0:
-                raise SourceError(
-                    f"{where}: episode {ep[i]} has length {length[i]} but frame range "
-                    f"[{start[i]}, {stop[i]})"
-                )
-        total = int(self.info["total_frames"])
-        if len(ep) and stop[-1] != total:
-            raise SourceError(
-                f"{where}: episodes cover {stop[-1]} frames but meta/info.json says "
-                f"total_frames={total}"
-            )
-        if len(ep) != int(self.info["total_episodes"]):
-            raise SourceError(
-                f"{where}: {len(ep)} episodes but meta/info.json says "
-                f"total_episodes={self.info['total_episodes']}"
-            )
-
-    def _read_tasks(self) -> dict[int, str]:
-        path = self.root / "meta" / "tasks.parquet"
-        table = _read_parquet(path)
-        if "task_index" not in table.column_names:
-            raise SourceError(f"{path}: no task_index column")
-        # lerobot stores the task string as the pandas index.
-        name = next((c for c in ("task", "__index_level_0__") if c in table.column_names), None)
-        if name is None:
-            raise SourceError(f"{path}: no task string column")
-        return dict(zip(table["task_index"].to_pylist(), table[name].to_pylist()))
+        self.camera_keys = camera_keys(self.info)
+        self.episodes = read_episodes(self.root, self.info)
+        self.tasks = read_tasks(self.root)
+        self._row_of = {ep: i for i, ep in enumerate(self.episodes["episode_index"].to_pylist())}
 
     # --- per episode ------------------------------------------------------------------
 
@@ -188,10 +70,9 @@ class LeRobotV3Source:
 
     def row(self, episode: int) -> dict[str, Any]:
         """The meta/episodes row of LeRobot episode `episode`."""
-        rows = np.flatnonzero(self.episodes["episode_index"].to_numpy() == episode)
-        if rows.size == 0:
+        if episode not in self._row_of:
             raise SourceError(f"{self.root}: no episode {episode}")
-        return self.episodes.slice(int(rows[0]), 1).to_pylist()[0]
+        return self.episodes.slice(self._row_of[episode], 1).to_pylist()[0]
 
     def data_path(self, row: dict[str, Any]) -> Path:
         rel = self.info["data_path"].format(
@@ -215,7 +96,7 @@ class LeRobotV3Source:
         """The data rows of one episode, checked against the episode metadata."""
         row = self.row(episode)
         path = self.data_path(row)
-        table = _read_data_file(path)
+        table = read_data_file(path)
         index = table["index"]
         mask = pc.and_(
             pc.greater_equal(index, row["dataset_from_index"]),
@@ -225,13 +106,131 @@ class LeRobotV3Source:
         _check_episode_rows(frames, row, path)
         return frames
 
-    def tabular_columns(self, table: pa.Table) -> list[str]:
+    def tabular_columns(self, column_names: list[str]) -> list[str]:
         """Columns stored per frame: declared non-video features, then the index columns."""
         declared = [k for k, f in self.features.items() if f["dtype"] != "video"]
         return [
             *(k for k in declared if k not in INDEX_COLUMNS),
-            *(k for k in INDEX_COLUMNS if k in table.column_names),
+            *(k for k in INDEX_COLUMNS if k in column_names),
         ]
+
+
+def camera_keys(info: dict[str, Any]) -> list[str]:
+    return sorted(k for k, f in info["features"].items() if f.get("dtype") == "video")
+
+
+def read_info(root: Path) -> dict[str, Any]:
+    """meta/info.json, checked for the fields and feature types jaxload needs."""
+    if not root.is_dir():
+        raise SourceError(f"{root}: no such dataset directory")
+    path = root / "meta" / "info.json"
+    if not path.is_file():
+        raise SourceError(f"{path}: missing; {root} is not a LeRobot dataset")
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SourceError(f"{path}: not valid JSON ({e})") from e
+    version = info.get("codebase_version")
+    if version not in SUPPORTED_VERSIONS:
+        raise SourceError(
+            f"{path}: codebase_version {version!r} is not supported "
+            f"(supported: {', '.join(SUPPORTED_VERSIONS)})"
+        )
+    for key in ("fps", "features", "total_frames", "total_episodes", "data_path"):
+        if key not in info:
+            raise SourceError(f"{path}: required field {key!r} missing")
+    if camera_keys(info) and "video_path" not in info:
+        raise SourceError(f"{path}: has video features but no 'video_path'")
+    for key, feature in info["features"].items():
+        if feature.get("dtype") in ("image", "string"):
+            raise SourceError(
+                f"{path}: feature {key!r} has dtype {feature['dtype']!r}, which jaxload does "
+                "not convert yet (supported: numeric and bool tabular features, video)"
+            )
+    return info
+
+
+def read_episodes(root: Path, info: dict[str, Any]) -> pa.Table:
+    """meta/episodes/*/*.parquet without stats, sorted, checked to tile the frames."""
+    files = sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+    if not files:
+        raise SourceError(f"{root / 'meta' / 'episodes'}: no episode metadata files")
+    tables = [_read_parquet(f).drop_columns(_stats_columns(f)) for f in files]
+    try:
+        table = pa.concat_tables(tables, promote_options="default")
+    except pa.ArrowInvalid as e:
+        raise SourceError(f"{files[0].parent}: episode files disagree on schema ({e})") from e
+    table = table.sort_by("episode_index")
+    _check_episode_columns(table, camera_keys(info), files[0])
+    _check_tiling(table, info, root / "meta" / "episodes")
+    return table
+
+
+def read_tasks(root: Path) -> dict[int, str]:
+    path = root / "meta" / "tasks.parquet"
+    table = _read_parquet(path)
+    if "task_index" not in table.column_names:
+        raise SourceError(f"{path}: no task_index column")
+    # lerobot stores the task string as the pandas index.
+    name = next((c for c in ("task", "__index_level_0__") if c in table.column_names), None)
+    if name is None:
+        raise SourceError(f"{path}: no task string column")
+    return dict(zip(table["task_index"].to_pylist(), table[name].to_pylist()))
+
+
+def _check_episode_columns(table: pa.Table, cameras: list[str], where: Path) -> None:
+    required = [
+        "episode_index",
+        "length",
+        "dataset_from_index",
+        "dataset_to_index",
+        "tasks",
+        "data/chunk_index",
+        "data/file_index",
+    ]
+    for cam in cameras:
+        required += [
+            f"videos/{cam}/{c}"
+            for c in ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
+        ]
+    missing = [c for c in required if c not in table.column_names]
+    if missing:
+        raise SourceError(f"{where}: episode metadata lacks columns {missing}")
+
+
+def _check_tiling(table: pa.Table, info: dict[str, Any], where: Path) -> None:
+    """Episode frame ranges must tile [0, total_frames) in episode order."""
+    ep = table["episode_index"].to_numpy()
+    start = table["dataset_from_index"].to_numpy()
+    stop = table["dataset_to_index"].to_numpy()
+    length = table["length"].to_numpy()
+    if len(np.unique(ep)) != len(ep):
+        dup = ep[np.flatnonzero(np.diff(ep) == 0)[0]]
+        raise SourceError(f"{where}: episode {dup} is listed twice")
+    for i in range(len(ep)):
+        expected_start = 0 if i == 0 else stop[i - 1]
+        if start[i] != expected_start:
+            kind = "overlaps the previous one" if start[i] < expected_start else "leaves a gap"
+            raise SourceError(
+                f"{where}: episode {ep[i]} starts at frame {start[i]} but the previous "
+                f"episode ends at {expected_start}: its range {kind}"
+            )
+        if stop[i] - start[i] != length[i] or length[i] <= 0:
+            raise SourceError(
+                f"{where}: episode {ep[i]} has length {length[i]} but frame range "
+                f"[{start[i]}, {stop[i]})"
+            )
+    total = int(info["total_frames"])
+    if len(ep) and stop[-1] != total:
+        raise SourceError(
+            f"{where}: episodes cover {stop[-1]} frames but meta/info.json says "
+            f"total_frames={total}"
+        )
+    if len(ep) != int(info["total_episodes"]):
+        raise SourceError(
+            f"{where}: {len(ep)} episodes but meta/info.json says "
+            f"total_episodes={info['total_episodes']}"
+        )
 
 
 def _check_episode_rows(frames: pa.Table, row: dict[str, Any], path: Path) -> None:
@@ -251,7 +250,7 @@ def _check_episode_rows(frames: pa.Table, row: dict[str, Any], path: Path) -> No
 
 
 @functools.lru_cache(maxsize=2)
-def _read_data_file(path: Path) -> pa.Table:
+def read_data_file(path: Path) -> pa.Table:
     """Data files hold many episodes; a worker converting them in order reads each once."""
     table = _read_parquet(path)
     for col in ("index", "episode_index", "frame_index", "timestamp"):

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
+from typing import Any
 
 import av
 import numpy as np
@@ -95,9 +96,10 @@ def transcode(
         raise SourceError(f"{where}: no frames to encode")
     packets += encoder.encode(None)
     gops = _split_gops(packets)
-    segments = [_mux_segment(g, encoder, options.codec, fps) for g in gops]
+    add_stream = _encoded_stream(options.codec, encoder, fps)
+    segments = [_mux_segment(g, add_stream) for g in gops]
     starts = list(np.cumsum([0] + [len(g) for g in gops[:-1]]).tolist())
-    return EncodedStream(segments, starts, _psnr(segments, reference), options.codec)
+    return EncodedStream(segments, starts, _psnr(segments, reference, where), options.codec)
 
 
 def copy_stream(
@@ -111,7 +113,7 @@ def copy_stream(
     container = _open(path, episode)
     with container:
         stream = container.streams.video[0]
-        codec = stream.codec_context.name
+        codec = stream.codec_context.codec.canonical_name
         if codec not in CODECS:
             raise SourceError(
                 f"{path}: --video-codec copy keeps the source codec, but {codec!r} is not "
@@ -130,7 +132,7 @@ def copy_stream(
                 "cannot be copied; use --video-codec h264"
             )
         gops = _split_gops(packets)
-        segments = [_mux_segment(g, stream.codec_context, codec, fps) for g in gops]
+        segments = [_mux_segment(g, lambda out: out.add_stream_from_template(stream)) for g in gops]
     starts = list(np.cumsum([0] + [len(g) for g in gops[:-1]]).tolist())
     timestamps = np.arange(num_frames) / fps
     reference = [
@@ -142,7 +144,8 @@ def copy_stream(
             f"{path}: episode {episode}: found {sum(len(g) for g in gops)} packets for "
             f"{num_frames} frames; cannot copy this stream, use --video-codec h264"
         )
-    return EncodedStream(segments, starts, _psnr(segments, reference), codec)
+    where = f"{path}: episode {episode}"
+    return EncodedStream(segments, starts, _psnr(segments, reference, where), codec)
 
 
 def _open(path, episode: int) -> av.container.InputContainer:
@@ -198,40 +201,52 @@ def _split_gops(packets: list[av.Packet]) -> list[list[av.Packet]]:
     return gops
 
 
-def _mux_segment(gop: list[av.Packet], codec_context, codec: str, fps: int) -> bytes:
+def _mux_segment(gop: list[av.Packet], add_stream: Callable[[Any], Any]) -> bytes:
     """A self-contained mp4 of one GOP, with timestamps starting at 0."""
     buffer = io.BytesIO()
+    # bitexact: no library version strings, so the bytes depend only on the packets.
     with av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"}) as out:
-        stream = out.add_stream(codec, rate=fps)
-        stream.width, stream.height = codec_context.width, codec_context.height
-        stream.pix_fmt = "yuv420p"
-        stream.time_base = Fraction(1, fps)
-        stream.codec_context.extradata = codec_context.extradata
-        if codec == "hevc":
-            stream.codec_tag = "hvc1"
-        src_tb = gop[0].time_base
+        stream = add_stream(out)
         first = min(p.pts for p in gop)
         for packet in gop:
-            pts, dts = packet.pts - first, (packet.dts if packet.dts is not None else packet.pts)
-            packet.pts = int(Fraction(pts) * src_tb * fps)
-            packet.dts = int(Fraction(dts - first) * src_tb * fps)
-            packet.time_base = stream.time_base
+            packet.pts -= first
+            if packet.dts is not None:
+                packet.dts -= first
             packet.stream = stream
             out.mux(packet)
     return buffer.getvalue()
 
 
-def _psnr(segments: list[bytes], reference: list[np.ndarray]) -> np.ndarray:
+def _encoded_stream(codec: str, encoder, fps: int) -> Callable[[Any], Any]:
+    """Declares our encoder's stream; the muxer derives avcC/hvcC from the in-band headers."""
+
+    def add(out):
+        stream = out.add_stream(codec, rate=fps)
+        stream.width, stream.height, stream.pix_fmt = encoder.width, encoder.height, "yuv420p"
+        stream.time_base = encoder.time_base
+        if codec == "hevc":
+            stream.codec_tag = "hvc1"
+        return stream
+
+    return add
+
+
+def _psnr(segments: list[bytes], reference: list[np.ndarray], where: str) -> np.ndarray:
     """Per-frame PSNR of the segments (decoded as the reader decodes them) vs reference."""
     values, k = [], 0
     for segment in segments:
         n = len(reference) - k
-        decoded = decode_segment(segment, range(min(n, segment_num_frames(segment))))
+        try:
+            decoded = decode_segment(segment, range(min(n, segment_num_frames(segment))))
+        except RuntimeError as e:
+            raise SourceError(f"{where}: stored segment {len(values)} does not decode ({e})") from e
         for image in decoded:
             values.append(psnr(image, reference[k]))
             k += 1
     if k != len(reference):
-        raise SourceError(f"stored stream decodes to {k} frames, expected {len(reference)}")
+        raise SourceError(
+            f"{where}: stored stream decodes to {k} frames, expected {len(reference)}"
+        )
     return np.asarray(values)
 
 

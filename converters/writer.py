@@ -39,8 +39,7 @@ class ShardWriter:
             starts.append(self._records)
             for record in block:
                 self._writer.write(record)
-                self.digest.update(len(record).to_bytes(8, "little"))
-                self.digest.update(record)
+                fmt.hash_record(self.digest, record)
             self._records += len(block)
         self._bytes += size
         return self._shard, starts

@@ -18,6 +18,7 @@ order, one record per video segment (a self-contained mp4 of one GOP).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import uuid
@@ -149,6 +150,31 @@ def frame_dtype(features: Mapping[str, Feature]) -> np.dtype:
     """The packed structured dtype of one frame record (little-endian, no padding)."""
     fields = [(k, np.dtype(f.dtype).newbyteorder("<"), f.shape) for k, f in features.items()]
     return np.dtype(fields)
+
+
+def content_fingerprint(
+    fps: int,
+    features: Mapping[str, Feature],
+    cameras: Mapping[str, Camera],
+    episodes: list[tuple[int, int, list[str]]],
+    records_sha256: str,
+) -> str:
+    """Identifies a dataset's content: its schema, episodes (id, length, tasks) and the
+    sha256 of every record in shard order. Independent of paths and library versions."""
+    content = {
+        "fps": fps,
+        "features": {k: f.to_json() for k, f in features.items()},
+        "cameras": {k: c.to_json() for k, c in cameras.items()},
+        "episodes": [[int(e), int(n), list(t)] for e, n, t in episodes],
+        "records": records_sha256,
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def hash_record(digest, record: bytes) -> None:
+    """Adds one record to a running sha256, length-prefixed so boundaries count."""
+    digest.update(len(record).to_bytes(8, "little"))
+    digest.update(record)
 
 
 def read_info(root: str | os.PathLike) -> DatasetInfo:

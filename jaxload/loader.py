@@ -1,0 +1,489 @@
+"""`make_loader`: global batches from one or more jaxload datasets, on a Grain pipeline.
+
+Pipeline (one element = this host's part of one global batch)::
+
+    MapDataset.range(batches left)            batch number k, relative to the restored position
+      .map(ReadBatch)                         positions -> samples (ds.__getitems__) -> one dict
+      .to_iter_dataset(ReadOptions)           read threads in each worker
+      .mp_prefetch(MultiprocessingOptions)    worker processes, deterministic round robin
+      .map(ToGlobalArrays)                    numpy -> global jax.Array (only with `sharding`)
+      ThreadPrefetchIterDataset               background thread: the trainer never waits on Python
+
+Batch k is global positions ``[k*G, (k+1)*G)`` of the sample stream (see
+``jaxload.stream``); a batch's content depends on neither worker nor host count, so the
+loader's state is the global position of the next batch (see ``jaxload.state``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import grain
+import numpy as np
+
+from jaxload import hosts
+from jaxload.mixture import DEFAULT_BLOCK_SIZE
+from jaxload.schema import BatchSchema
+from jaxload.state import LoaderState, check_compatible, stream_fingerprint
+from jaxload.stream import SampleStream
+
+Batch = dict[str, Any]
+
+
+def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
+    """Samples at dataset positions, with one batched read where the dataset offers it."""
+    positions = [int(p) for p in positions]
+    if hasattr(ds, "__getitems__"):
+        return list(ds.__getitems__(positions))
+    return [ds[p] for p in positions]
+
+
+class ReadBatch(grain.transforms.Map):
+    """Batch number -> this host's rows of that global batch, collated (runs in workers)."""
+
+    def __init__(
+        self,
+        datasets: Sequence[Any],
+        stream: SampleStream,
+        schema: BatchSchema,
+        rows: np.ndarray,
+        *,
+        start: int,
+        global_batch_size: int,
+        batch_transform: Callable[[Batch], Batch] | None = None,
+    ):
+        self.datasets, self.stream, self.schema = list(datasets), stream, schema
+        self.rows, self.start, self.global_batch_size = rows, int(start), int(global_batch_size)
+        self.batch_transform = batch_transform
+
+    def positions(self, k: int) -> np.ndarray:
+        """Global stream positions of this host's rows of batch k."""
+        return self.start + int(k) * self.global_batch_size + self.rows
+
+    def map(self, k: int) -> Batch:
+        dataset_ids, ds_positions = self.stream.locate(self.positions(k))
+        samples: list[dict | None] = [None] * len(dataset_ids)
+        for d in np.unique(dataset_ids):
+            where = np.flatnonzero(dataset_ids == d)
+            for i, sample in zip(
+                where, read_samples(self.datasets[d], ds_positions[where]), strict=True
+            ):
+                samples[i] = sample
+        batch = self.schema.collate(samples, dataset_ids)
+        return self.batch_transform(batch) if self.batch_transform else batch
+
+
+class OwnArrays(grain.transforms.Map):
+    """Copy a batch out of the workers' shared memory into plain numpy arrays.
+
+    Grain hands worker outputs over as shared-memory views whose lifetime is tied to
+    Python garbage collection; one memcpy in the background thread gives the trainer
+    ordinary arrays and frees the segments at once.
+    """
+
+    def map(self, batch: Batch) -> Batch:
+        return {k: np.array(v, copy=True, subok=False) for k, v in batch.items()}
+
+
+class ToGlobalArrays(grain.transforms.Map):
+    """Host-local numpy batch -> global jax.Arrays over `sharding` (strings stay numpy)."""
+
+    def __init__(self, sharding: Any, global_batch_size: int):
+        self.sharding, self.global_batch_size = sharding, int(global_batch_size)
+        self._by_rank: dict[int, Any] = {}
+
+    def map(self, batch: Batch) -> Batch:
+        import jax
+
+        out = {}
+        for key, value in batch.items():
+            if value.dtype.kind in "USO":
+                out[key] = value
+                continue
+            if value.ndim not in self._by_rank:
+                self._by_rank[value.ndim] = hosts.sharding_for_rank(self.sharding, value.ndim)
+            global_shape = (self.global_batch_size, *value.shape[1:])
+            out[key] = jax.make_array_from_process_local_data(
+                self._by_rank[value.ndim], value, global_shape
+            )
+        return out
+
+
+def _is_dataset(obj: Any) -> bool:
+    return hasattr(obj, "episode_lengths") and hasattr(obj, "__getitem__")
+
+
+def _open_all(
+    paths_or_datasets: Any,
+    delta_timestamps: Mapping[str, Sequence[float]] | Sequence[Mapping] | None,
+    episodes: Any,
+) -> tuple[list[Any], list[str]]:
+    """Datasets (opened where given as paths) and a printable name for each."""
+    items = (
+        [paths_or_datasets]
+        if isinstance(paths_or_datasets, str | os.PathLike) or _is_dataset(paths_or_datasets)
+        else list(paths_or_datasets)
+    )
+    if not items:
+        raise ValueError("make_loader needs at least one dataset")
+    per_dt = _per_dataset(delta_timestamps, len(items), "delta_timestamps")
+    per_ep = _per_dataset(episodes, len(items), "episodes", sequence_is_shared=True)
+    datasets, names = [], []
+    for item, dt, ep in zip(items, per_dt, per_ep, strict=True):
+        if _is_dataset(item):
+            if dt is not None or ep is not None:
+                raise ValueError(
+                    "delta_timestamps/episodes apply when opening paths; pass them to "
+                    "jaxload.open for datasets you open yourself"
+                )
+            datasets.append(item)
+            names.append(type(item).__name__)
+        else:
+            datasets.append(_open_path(item, dt, ep))
+            names.append(os.fspath(item))
+    return datasets, names
+
+
+def _per_dataset(value: Any, n: int, name: str, *, sequence_is_shared: bool = False) -> list:
+    """One value per dataset: a list of n values, or one value shared by all."""
+    if value is None or isinstance(value, Mapping) or n == 1:
+        return [value] * n
+    if sequence_is_shared and not (len(value) and isinstance(value[0], Sequence | type(None))):
+        return [value] * n
+    if len(value) != n:
+        raise ValueError(f"{name}: {len(value)} entries for {n} datasets")
+    return list(value)
+
+
+def _open_path(path: Any, delta_timestamps: Mapping | None, episodes: Any) -> Any:
+    import jaxload.dataset as jds
+
+    if delta_timestamps:
+        # In a mixture one delta_timestamps dict serves all datasets: each gets the keys it has.
+        keys = set(jds.open(path, episodes=episodes).element_spec())
+        delta_timestamps = {k: v for k, v in delta_timestamps.items() if k in keys} or None
+    return jds.open(path, delta_timestamps=delta_timestamps, episodes=episodes)
+
+
+def _default_workers() -> int:
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+class Loader:
+    """Iterator of global batches with exact, elastic `get_state`/`set_state`. See make_loader."""
+
+    def __init__(
+        self,
+        datasets: Sequence[Any],
+        names: Sequence[str],
+        stream: SampleStream,
+        schema: BatchSchema,
+        *,
+        global_batch_size: int,
+        seed: int,
+        shuffle: bool,
+        drop_n_first_frames: int,
+        drop_n_last_frames: int,
+        num_epochs: int | None,
+        rows: np.ndarray,
+        host_count: int,
+        sharding: Any,
+        num_workers: int,
+        read_threads: int,
+        worker_buffer_size: int,
+        prefetch: int,
+        batch_transform: Callable[[Batch], Batch] | None,
+    ):
+        self.datasets, self.names, self.stream, self.schema = (
+            list(datasets),
+            list(names),
+            stream,
+            schema,
+        )
+        self.global_batch_size, self.seed, self.shuffle = global_batch_size, seed, shuffle
+        self.drop_n_first_frames, self.drop_n_last_frames = drop_n_first_frames, drop_n_last_frames
+        self.num_epochs, self.rows, self.host_count = num_epochs, rows, host_count
+        self.sharding, self.num_workers, self.read_threads = sharding, num_workers, read_threads
+        self.worker_buffer_size, self.prefetch = worker_buffer_size, prefetch
+        self.batch_transform = batch_transform
+        self.fingerprint = stream_fingerprint(
+            [d.fingerprint for d in self.datasets],
+            [d.episode_index for d in self.datasets],
+            [d.episode_lengths for d in self.datasets],
+        )
+        self._start = 0  # global position of the first batch of the current pipeline
+        self._delivered = 0  # batches handed out since _start
+        self._iterator = None
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def __iter__(self) -> Loader:
+        return self
+
+    def __next__(self) -> Batch:
+        if self._iterator is None:
+            self._iterator = self.grain_dataset().__iter__()
+        batch = next(self._iterator)
+        self._delivered += 1
+        return batch
+
+    def close(self) -> None:
+        """Stop the background thread and the worker processes (a later next() restarts them)."""
+        if self._iterator is not None:
+            self._iterator.close()
+            self._iterator = None
+
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not sys.is_finalizing():
+            self.close()
+
+    # -- position and size -------------------------------------------------------------------
+
+    @property
+    def position(self) -> int:
+        """Global sample position of the next batch."""
+        return self._start + self._delivered * self.global_batch_size
+
+    @property
+    def epoch(self) -> int:
+        """Epoch of the next batch's first sample (mixtures: nominal epochs, see jaxload.stream)."""
+        return self.position // self.stream.epoch_size
+
+    @property
+    def epoch_size(self) -> int:
+        """Samples per epoch: the valid anchors (the sum over datasets in a mixture)."""
+        return self.stream.epoch_size
+
+    @property
+    def num_batches(self) -> int | None:
+        """Batches left from the current position; None when it repeats forever."""
+        if self.num_epochs is None:
+            return None
+        return max(0, (self.num_epochs * self.epoch_size - self.position) // self.global_batch_size)
+
+    @property
+    def element_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Shape and dtype of every array key of a batch (global shape with `sharding`)."""
+        rows = self.global_batch_size if self.sharding is not None else len(self.rows)
+        return {
+            k: ((rows, *shape), dtype) for k, (shape, dtype) in self.schema.element_spec.items()
+        }
+
+    # -- state -------------------------------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        """The JSON-able state: restoring it makes the next batch this loader's next batch."""
+        return self._state_at(self.position).to_dict()
+
+    def set_state(
+        self, state: Mapping[str, Any], *, allow_global_batch_size_change: bool = False
+    ) -> None:
+        """Continue from a saved state; the host count may differ from the one at save.
+
+        Raises jaxload.errors.CheckpointError for another dataset, seed or sampling setup,
+        or another global batch size unless `allow_global_batch_size_change`.
+        """
+        saved = LoaderState.from_dict(state)
+        check_compatible(
+            saved,
+            self._state_at(saved.position),
+            allow_global_batch_size_change=allow_global_batch_size_change,
+        )
+        self.close()
+        self._start, self._delivered = saved.position, 0
+
+    def _state_at(self, position: int) -> LoaderState:
+        mixture = self.stream.mixture
+        return LoaderState(
+            position=int(position),
+            epoch=int(position // self.stream.epoch_size),
+            seed=self.seed,
+            global_batch_size=self.global_batch_size,
+            host_count=self.host_count,
+            fingerprint=self.fingerprint,
+            dataset_fingerprints=tuple(str(d.fingerprint) for d in self.datasets),
+            shuffle=self.shuffle,
+            drop_n_first_frames=self.drop_n_first_frames,
+            drop_n_last_frames=self.drop_n_last_frames,
+            mixture_quota=tuple(int(q) for q in mixture.quota) if mixture is not None else (),
+            epoch_size=self.stream.epoch_size,
+        )
+
+    # -- the Grain pipeline ------------------------------------------------------------------
+
+    def read_batch(self) -> ReadBatch:
+        """The per-batch read transform, anchored at the current position."""
+        return ReadBatch(
+            self.datasets,
+            self.stream,
+            self.schema,
+            self.rows,
+            start=self.position,
+            global_batch_size=self.global_batch_size,
+            batch_transform=self.batch_transform,
+        )
+
+    def grain_dataset(self) -> grain.IterDataset:
+        """The Grain pipeline from the current position on (what `next` iterates)."""
+        count = self.num_batches
+        ds = grain.MapDataset.range(sys.maxsize if count is None else count).map(self.read_batch())
+        it = ds.to_iter_dataset(
+            grain.ReadOptions(
+                num_threads=self.read_threads, prefetch_buffer_size=max(1, 2 * self.read_threads)
+            )
+        )
+        if self.num_workers > 0:
+            it = it.mp_prefetch(
+                grain.MultiprocessingOptions(
+                    num_workers=self.num_workers, per_worker_buffer_size=self.worker_buffer_size
+                )
+            ).map(OwnArrays())
+        if self.sharding is not None:
+            it = it.map(ToGlobalArrays(self.sharding, self.global_batch_size))
+        return grain.experimental.ThreadPrefetchIterDataset(it, prefetch_buffer_size=self.prefetch)
+
+
+def make_loader(
+    paths_or_datasets: Any,
+    *,
+    global_batch_size: int,
+    seed: int = 0,
+    shuffle: bool = True,
+    num_epochs: int | None = None,
+    delta_timestamps: Mapping[str, Sequence[float]] | Sequence[Mapping] | None = None,
+    drop_n_first_frames: int = 0,
+    drop_n_last_frames: int = 0,
+    weights: Sequence[float] | None = None,
+    sharding: Any = None,
+    decode_device: str = "cpu",
+    host_index: int | None = None,
+    host_count: int | None = None,
+    episodes: Any = None,
+    key_maps: Sequence[Mapping[str, str]] | None = None,
+    num_workers: int | None = None,
+    read_threads: int = 2,
+    worker_buffer_size: int = 2,
+    prefetch: int = 2,
+    mixture_block_size: int = DEFAULT_BLOCK_SIZE,
+    batch_transform: Callable[[Batch], Batch] | None = None,
+) -> Loader:
+    """Deterministic, resumable iterator of global batches over one or more jaxload datasets.
+
+    Example::
+
+        mesh = jax.make_mesh((jax.device_count(),), ("data",))
+        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+        loader = jaxload.make_loader(
+            "out/my_dataset", global_batch_size=64, seed=0, sharding=sharding,
+            delta_timestamps={"action": [i / 30 for i in range(16)]},
+        )
+        for step, batch in zip(range(1000), loader):
+            params, opt_state, loss = train_step(params, opt_state, batch)
+        state = loader.get_state()  # or save it with Orbax: jaxload.checkpoint.LoaderSave
+
+    Order: batch k is positions [k*G, (k+1)*G) of a stream of epochs; each epoch is a
+    permutation of the valid anchors (frames minus `drop_n_first_frames`/`drop_n_last_frames`
+    of each episode) fixed by (seed, epoch); `shuffle=False` keeps source order. Batches run
+    across epoch boundaries; with `num_epochs` the last incomplete batch is dropped.
+
+    Hosts: this host reads rows [h*G/H, (h+1)*G/H) of every global batch (`host_index`,
+    `host_count` default to JAX's process index and count). With `sharding` (a
+    NamedSharding whose first axis shards the batch) each array is a global jax.Array built
+    by jax.make_array_from_process_local_data from the rows this process's devices hold;
+    without it the batch is this host's numpy part. "task" stays a numpy array of str.
+
+    Mixtures: several datasets with `weights` (default: proportional to their anchors);
+    see jaxload.mixture for the exact schedule and jaxload.schema for how differing keys
+    share one batch (`key_maps` renames keys per dataset). Each batch has "dataset_index".
+
+    Args beyond the contract: `episodes` (passed to jaxload.open), `num_workers` (Grain
+    worker processes; default half the cores, at most 8; 0 reads in this process),
+    `read_threads` (per worker), `worker_buffer_size` (batches per worker), `prefetch`
+    (batches buffered by the final thread), `mixture_block_size`, `batch_transform`
+    (a picklable batch -> batch function run in the workers).
+    """
+    if global_batch_size < 1:
+        raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
+    if num_epochs is not None and num_epochs < 1:
+        raise ValueError(f"num_epochs must be None or >= 1, got {num_epochs}")
+    if decode_device != "cpu":
+        raise NotImplementedError(
+            f"decode_device={decode_device!r}: only 'cpu' decoding is implemented in the loader yet"
+        )
+    datasets, names = _open_all(paths_or_datasets, delta_timestamps, episodes)
+    stream = SampleStream(
+        [d.episode_lengths for d in datasets],
+        weights=weights,
+        seed=seed,
+        shuffle=shuffle,
+        drop_n_first_frames=drop_n_first_frames,
+        drop_n_last_frames=drop_n_last_frames,
+        mixture_block_size=mixture_block_size,
+    )
+    schema = BatchSchema([d.element_spec() for d in datasets], key_maps)
+    rows, host_count = _rows(global_batch_size, sharding, host_index, host_count)
+    num_workers = _default_workers() if num_workers is None else int(num_workers)
+    if num_workers > 0:
+        _ensure_absl_flags_parsed()
+    return Loader(
+        datasets,
+        names,
+        stream,
+        schema,
+        global_batch_size=int(global_batch_size),
+        seed=int(seed),
+        shuffle=bool(shuffle),
+        drop_n_first_frames=int(drop_n_first_frames),
+        drop_n_last_frames=int(drop_n_last_frames),
+        num_epochs=num_epochs,
+        rows=rows,
+        host_count=host_count,
+        sharding=sharding,
+        num_workers=num_workers,
+        read_threads=int(read_threads),
+        worker_buffer_size=int(worker_buffer_size),
+        prefetch=int(prefetch),
+        batch_transform=batch_transform,
+    )
+
+
+def _rows(
+    global_batch_size: int, sharding: Any, host_index: int | None, host_count: int | None
+) -> tuple[np.ndarray, int]:
+    """This host's rows of each global batch, and the host count recorded in the state."""
+    if sharding is None:
+        index, count = hosts.resolve_hosts(host_index, host_count)
+        return hosts.host_rows(global_batch_size, index, count), count
+    import jax
+
+    if (host_index, host_count) not in ((None, None), (jax.process_index(), jax.process_count())):
+        raise ValueError(
+            "host_index/host_count simulate hosts for numpy batches; with `sharding` the rows "
+            "come from the devices of this process, so leave them unset"
+        )
+    batch_axes = sharding.spec[0] if len(sharding.spec) else None
+    axes = () if batch_axes is None else (batch_axes,) if isinstance(batch_axes, str) else batch_axes
+    shards = int(np.prod([sharding.mesh.shape[a] for a in axes]))
+    if global_batch_size % shards:
+        raise ValueError(
+            f"global_batch_size {global_batch_size} is not divisible by the {shards} batch shards "
+            f"of the sharding {sharding.spec}"
+        )
+    return hosts.sharding_rows(sharding, global_batch_size), jax.process_count()
+
+
+def _ensure_absl_flags_parsed() -> None:
+    """Grain's worker processes read absl flags; a plain script never parses them."""
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()

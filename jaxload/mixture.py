@@ -1,0 +1,99 @@
+"""Weighted mixtures: which dataset, and which of its stream positions, sits at a global position.
+
+The global stream is cut into blocks of ``block_size`` positions. Every block holds exactly
+``quota[d]`` samples of dataset ``d`` (quotas are the weights rounded by largest remainder,
+so shares are exact per block up to 1/block_size). Inside block ``j`` a keyed permutation of
+the block's slots (keyed by ``(seed, j)``) decides which slot gets which dataset:
+
+    slot o of block j -> q = perm_j(o); dataset d with cum_quota[d] <= q < cum_quota[d+1];
+    that dataset's stream position m = j * quota[d] + (q - cum_quota[d]).
+
+So the sample at global position ``p`` is a pure function of ``(seed, p)``: no cursors, no
+history, which keeps resume and host splitting trivial. Over blocks ``0..J-1`` dataset
+``d`` receives exactly its stream positions ``[0, J * quota[d])``; its stream runs through
+its own epochs (see ``EpochOrder``), so an up-weighted dataset repeats before a
+down-weighted one finishes. With ``shuffle=False`` the slots are spread evenly (each
+dataset's k-th slot at its ideal fractional time) instead of permuted.
+
+    mix = MixtureSchedule(weights=[0.7, 0.3], seed=0)
+    datasets, stream_positions = mix.locate(np.arange(10))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from jaxload.sampling import KeyedPermutation, round_keys, stream_key
+
+DEFAULT_BLOCK_SIZE = 10_000
+# Mixture keys come from a stream id no single dataset uses (datasets use 0, 1, 2, ...).
+_MIXTURE_STREAM = -1
+
+
+def quotas(weights: Sequence[float], block_size: int) -> np.ndarray:
+    """Integer slots per dataset summing to block_size, by the largest-remainder method."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 1 or w.size == 0 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError(
+            f"weights must be non-negative finite numbers with a positive sum, got {weights}"
+        )
+    ideal = w / w.sum() * block_size
+    q = np.floor(ideal).astype(np.int64)
+    # Ties go to the lower dataset index (stable sort), so quotas are deterministic.
+    order = np.argsort(-(ideal - q), kind="stable")
+    q[order[: block_size - int(q.sum())]] += 1
+    starved = np.flatnonzero((w > 0) & (q == 0))
+    if starved.size:
+        raise ValueError(
+            f"datasets {starved.tolist()} have weights too small for mixture block size {block_size}; "
+            "raise mixture_block_size"
+        )
+    return q
+
+
+def _spread_order(q: np.ndarray) -> np.ndarray:
+    """Unshuffled slot -> q: dataset d's k-th sample goes to its ideal time (k + 0.5) / q[d]."""
+    dataset = np.repeat(np.arange(q.size), q)
+    k = np.arange(q.sum()) - np.repeat(np.cumsum(q) - q, q)
+    ideal = (k + 0.5) / q[dataset]
+    return np.lexsort((dataset, ideal)).astype(np.int64)
+
+
+class MixtureSchedule:
+    """Global position -> (dataset index, that dataset's stream position); see module doc."""
+
+    def __init__(
+        self,
+        weights: Sequence[float],
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+    ):
+        if block_size < 1:
+            raise ValueError(f"mixture block size must be >= 1, got {block_size}")
+        self.block_size, self.seed, self.shuffle = int(block_size), int(seed), bool(shuffle)
+        self.quota = quotas(weights, self.block_size)
+        self.cum_quota = np.concatenate([[0], np.cumsum(self.quota)]).astype(np.int64)
+        self._perm = KeyedPermutation(self.block_size)
+        self._key = stream_key(self.seed, _MIXTURE_STREAM)
+        self._spread = None if shuffle else _spread_order(self.quota)
+
+    @property
+    def shares(self) -> np.ndarray:
+        """The exact per-block share of each dataset (weights after rounding)."""
+        return self.quota / self.block_size
+
+    def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(dataset index, stream position in that dataset) for each global position."""
+        positions = np.asarray(positions, dtype=np.int64)
+        block, slot = positions // self.block_size, positions % self.block_size
+        if self._spread is not None:
+            q = self._spread[slot]
+        else:
+            uniq, inverse = np.unique(block, return_inverse=True)
+            q = self._perm(slot, round_keys(self._key, uniq)[:, inverse.reshape(-1)])
+        dataset = np.searchsorted(self.cum_quota, q, side="right") - 1
+        return dataset, block * self.quota[dataset] + (q - self.cum_quota[dataset])

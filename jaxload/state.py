@@ -1,0 +1,132 @@
+"""The loader's checkpoint state: a small JSON-able dict, and the checks on restoring it.
+
+The sample at global position ``p`` is a pure function of the stream definition (datasets,
+dropped frames, mixture) and the seed, so the whole iteration state is one integer: the
+global position of the next batch. Everything else is there to refuse a restore that
+would silently produce a different stream.
+
+    {"format": "jaxload.loader_state", "version": 1, "position": 4096, "epoch": 0,
+     "seed": 0, "global_batch_size": 64, "host_count": 4, "fingerprint": "…", …}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from jaxload.errors import CheckpointError
+
+STATE_FORMAT = "jaxload.loader_state"
+STATE_VERSION = 1
+
+
+def stream_fingerprint(
+    dataset_fingerprints: Sequence[str],
+    episode_indices: Sequence[np.ndarray],
+    episode_lengths: Sequence[np.ndarray],
+) -> str:
+    """Hex digest of the datasets' content ids and their selected episodes and lengths."""
+    h = hashlib.sha256()
+    for fp, idx, lengths in zip(
+        dataset_fingerprints, episode_indices, episode_lengths, strict=True
+    ):
+        h.update(str(fp).encode())
+        h.update(np.ascontiguousarray(idx, dtype="<i8").tobytes())
+        h.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderState:
+    """What a checkpoint stores; `position` is the global sample position of the next batch."""
+
+    position: int
+    epoch: int
+    seed: int
+    global_batch_size: int
+    host_count: int
+    fingerprint: str
+    dataset_fingerprints: tuple[str, ...]
+    shuffle: bool
+    drop_n_first_frames: int
+    drop_n_last_frames: int
+    mixture_quota: tuple[int, ...]
+    epoch_size: int
+    format: str = STATE_FORMAT
+    version: int = STATE_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["dataset_fingerprints"] = list(self.dataset_fingerprints)
+        d["mixture_quota"] = list(self.mixture_quota)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoaderState:
+        if not isinstance(d, Mapping) or d.get("format") != STATE_FORMAT:
+            raise CheckpointError(f"not a jaxload loader state: {str(d)[:200]}")
+        if d.get("version") != STATE_VERSION:
+            raise CheckpointError(
+                f"loader state version {d.get('version')} is not supported (this jaxload reads "
+                f"version {STATE_VERSION})"
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = names - set(d) - {"format", "version"}
+        if missing:
+            raise CheckpointError(f"loader state lacks {sorted(missing)}")
+        kw = {k: d[k] for k in names if k in d}
+        kw["dataset_fingerprints"] = tuple(kw["dataset_fingerprints"])
+        kw["mixture_quota"] = tuple(kw["mixture_quota"])
+        return cls(**kw)
+
+    @classmethod
+    def from_json(cls, text: str) -> LoaderState:
+        return cls.from_dict(json.loads(text))
+
+
+def check_compatible(
+    saved: LoaderState, current: LoaderState, *, allow_global_batch_size_change: bool = False
+) -> None:
+    """Raise CheckpointError if `saved` cannot continue on the loader described by `current`.
+
+    The host count may differ (elastic restore). A different global batch size is refused
+    unless explicitly allowed; then the stream continues from the same sample position.
+    """
+    if saved.fingerprint != current.fingerprint:
+        raise CheckpointError(
+            "loader checkpoint is from another dataset: it was saved for dataset fingerprint(s) "
+            f"{list(saved.dataset_fingerprints)} (stream {saved.fingerprint[:16]}…), but this "
+            f"loader reads {list(current.dataset_fingerprints)} (stream {current.fingerprint[:16]}…). "
+            "Restore onto the dataset (and episode selection) the checkpoint was trained on."
+        )
+    for name in ("seed", "shuffle", "drop_n_first_frames", "drop_n_last_frames", "mixture_quota"):
+        a, b = getattr(saved, name), getattr(current, name)
+        if a != b:
+            raise CheckpointError(
+                f"loader checkpoint was saved with {name}={a!r} but this loader has {name}={b!r}; "
+                "the sample order would differ. Build the loader with the saved value."
+            )
+    if saved.global_batch_size != current.global_batch_size:
+        if not allow_global_batch_size_change:
+            raise CheckpointError(
+                f"loader checkpoint was saved with global_batch_size={saved.global_batch_size} "
+                f"but this loader has {current.global_batch_size}. Pass "
+                "allow_global_batch_size_change=True to continue from the same sample position "
+                f"({saved.position}) with the new batch size."
+            )
+        warnings.warn(
+            f"restoring a loader state saved with global_batch_size={saved.global_batch_size} "
+            f"into global_batch_size={current.global_batch_size}: the stream continues at sample "
+            f"{saved.position}, batch boundaries change from there",
+            stacklevel=3,
+        )
