@@ -226,6 +226,8 @@ class Loader:
     def __next__(self) -> Batch:
         if self._iterator is None:
             self._iterator = self.grain_dataset().__iter__()
+            if self.num_workers > 0:
+                _start_workers(self._iterator)
         batch = next(self._iterator)
         self._delivered += 1
         return batch
@@ -373,7 +375,7 @@ def make_loader(
     read_threads: int = 2,
     worker_buffer_size: int = 2,
     prefetch: int = 2,
-    mixture_block_size: int = DEFAULT_BLOCK_SIZE,
+    mixture_block_size: int | None = DEFAULT_BLOCK_SIZE,
     batch_transform: Callable[[Batch], Batch] | None = None,
 ) -> Loader:
     """Deterministic, resumable iterator of global batches over one or more jaxload datasets.
@@ -456,6 +458,26 @@ def make_loader(
     )
 
 
+def _start_workers(iterator: Any) -> None:
+    """Start every worker process now rather than one after another.
+
+    Grain's ThreadPrefetchDatasetIterator asks its parent for its state on creation, which
+    makes mp_prefetch's interleave create its worker iterators unstarted; each worker then
+    starts (seconds: it imports jax, torch, ...) only when the round robin first reaches it.
+    Grain's own `start_prefetch` on the interleave starts them all at once. This walks
+    private attributes (grain is pinned); if they change we merely lose the eager start.
+    """
+    node = iterator
+    for _ in range(32):
+        if hasattr(node, "_iterators_in_use") and hasattr(node, "start_prefetch"):
+            node.start_prefetch()
+            return
+        parents = getattr(node, "__dict__", {}).get("_parents") or ()
+        if not parents:
+            return
+        node = parents[0]
+
+
 def _rows(
     global_batch_size: int, sharding: Any, host_index: int | None, host_count: int | None
 ) -> tuple[np.ndarray, int]:
@@ -471,7 +493,9 @@ def _rows(
             "come from the devices of this process, so leave them unset"
         )
     batch_axes = sharding.spec[0] if len(sharding.spec) else None
-    axes = () if batch_axes is None else (batch_axes,) if isinstance(batch_axes, str) else batch_axes
+    axes = (
+        () if batch_axes is None else (batch_axes,) if isinstance(batch_axes, str) else batch_axes
+    )
     shards = int(np.prod([sharding.mesh.shape[a] for a in axes]))
     if global_batch_size % shards:
         raise ValueError(

@@ -1,8 +1,9 @@
 """Weighted mixtures: which dataset, and which of its stream positions, sits at a global position.
 
 The global stream is cut into blocks of ``block_size`` positions. Every block holds exactly
-``quota[d]`` samples of dataset ``d`` (quotas are the weights rounded by largest remainder,
-so shares are exact per block up to 1/block_size). Inside block ``j`` a keyed permutation of
+``quota[d]`` samples of dataset ``d`` (quotas are the weights rounded by largest remainder;
+by default the block is the smallest one that represents every weight within 0.1%, e.g.
+10 for weights 0.7/0.3, so shares are exact over every block, not only on average). Inside block ``j`` a keyed permutation of
 the block's slots (keyed by ``(seed, j)``) decides which slot gets which dataset:
 
     slot o of block j -> q = perm_j(o); dataset d with cum_quota[d] <= q < cum_quota[d+1];
@@ -27,7 +28,9 @@ import numpy as np
 
 from jaxload.sampling import KeyedPermutation, round_keys, stream_key
 
-DEFAULT_BLOCK_SIZE = 10_000
+DEFAULT_BLOCK_SIZE = None  # automatic: see choose_block_size
+SHARE_TOLERANCE = 1e-3
+MAX_BLOCK_SIZE = 100_000
 # Mixture keys come from a stream id no single dataset uses (datasets use 0, 1, 2, ...).
 _MIXTURE_STREAM = -1
 
@@ -53,6 +56,24 @@ def quotas(weights: Sequence[float], block_size: int) -> np.ndarray:
     return q
 
 
+def choose_block_size(weights: Sequence[float], tolerance: float = SHARE_TOLERANCE) -> int:
+    """The smallest block whose quotas give every dataset its weight within `tolerance`.
+
+    Small blocks make shares exact over short windows (a batch of a 0.7/0.3 mixture holds
+    70% +- one sample of the first dataset); every positive weight gets at least one slot.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    quotas(w, MAX_BLOCK_SIZE)  # validates the weights
+    w = w / w.sum()
+    for block in range(1, MAX_BLOCK_SIZE + 1):
+        ideal = w * block
+        q = np.floor(ideal)
+        q[np.argsort(-(ideal - q), kind="stable")[: block - int(q.sum())]] += 1
+        if np.abs(q / block - w).max() <= tolerance and not np.any((w > 0) & (q == 0)):
+            return block
+    return MAX_BLOCK_SIZE
+
+
 def _spread_order(q: np.ndarray) -> np.ndarray:
     """Unshuffled slot -> q: dataset d's k-th sample goes to its ideal time (k + 0.5) / q[d]."""
     dataset = np.repeat(np.arange(q.size), q)
@@ -70,8 +91,10 @@ class MixtureSchedule:
         *,
         seed: int = 0,
         shuffle: bool = True,
-        block_size: int = DEFAULT_BLOCK_SIZE,
+        block_size: int | None = DEFAULT_BLOCK_SIZE,
     ):
+        if block_size is None:
+            block_size = choose_block_size(weights)
         if block_size < 1:
             raise ValueError(f"mixture block size must be >= 1, got {block_size}")
         self.block_size, self.seed, self.shuffle = int(block_size), int(seed), bool(shuffle)

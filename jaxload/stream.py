@@ -32,7 +32,7 @@ class SampleStream:
         shuffle: bool = True,
         drop_n_first_frames: int = 0,
         drop_n_last_frames: int = 0,
-        mixture_block_size: int = DEFAULT_BLOCK_SIZE,
+        mixture_block_size: int | None = DEFAULT_BLOCK_SIZE,
     ):
         if not episode_lengths:
             raise ValueError("need at least one dataset")
