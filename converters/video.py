@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import platform
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import av
@@ -163,6 +165,23 @@ def _to_pts(seconds: float, stream) -> int:
     return max(0, int(Fraction(seconds).limit_denominator(10**6) / stream.time_base))
 
 
+def x264_asm_cap() -> str:
+    """x264-params that keep libx264's output deterministic on AVX-512 CPUs ("" elsewhere).
+
+    libx264's AVX-512 kernels read uninitialised memory for frame widths that are not a
+    multiple of 64 (seen here at 80, 84 and 96): the same frames then encode to different
+    bytes from run to run (tests/test_video_determinism.py shows it). Capped at AVX2 the
+    output is stable, and identical to what AVX2-only machines produce.
+    """
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return ""
+    try:
+        has_avx512 = "avx512" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+    return "asm=AVX2,Cache64" if has_avx512 else ""
+
+
 def _make_encoder(options: EncodeOptions, fps: int, width: int, height: int, where: str):
     if width % 2 or height % 2:
         raise SourceError(
@@ -181,7 +200,11 @@ def _make_encoder(options: EncodeOptions, fps: int, width: int, height: int, whe
     encoder.thread_count = 1
     g = options.gop
     if options.codec == "h264":
-        params = f"keyint={g}:min-keyint={g}:scenecut=0:bframes=0:threads=1"
+        params = ":".join(
+            filter(
+                None, [f"keyint={g}:min-keyint={g}:scenecut=0:bframes=0:threads=1", x264_asm_cap()]
+            )
+        )
         encoder.options = {"crf": str(options.crf), "preset": options.preset, "x264-params": params}
     else:
         params = (

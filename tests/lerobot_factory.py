@@ -27,7 +27,6 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import json
-import platform
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,8 @@ import av
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from converters.video import x264_asm_cap
 
 __all__ = [
     "aggregate_stats",
@@ -492,25 +493,13 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------- video
 
 
-def _has_avx512() -> bool:
-    """Whether this is an x86-64 Linux CPU with AVX-512 (libx264 then uses AVX-512 kernels)."""
-    try:
-        return "avx512" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
 def _codec_options(codec: str) -> tuple[str, dict[str, str]]:
-    """Encoder name and options: lerobot's, plus libx264 capped at AVX2 on AVX-512 CPUs.
-
-    With its AVX-512 kernels libx264 reads uninitialised memory for widths that are not a
-    multiple of 64 (measured here: 80, 84, 96), so the same frames give different bytes from run
-    to run; capped at AVX2 it gives the usual bytes every time.
-    """
+    """Encoder name and options: lerobot's, plus the converter's libx264 AVX-512 workaround
+    (without it the same frames give different bytes from run to run)."""
     name, options = VIDEO_CODECS[codec]
     options = dict(options)
-    if codec == "h264" and platform.machine() in ("x86_64", "AMD64") and _has_avx512():
-        options["x264-params"] = "asm=AVX2,Cache64"
+    if codec == "h264" and x264_asm_cap():
+        options["x264-params"] = x264_asm_cap()
     return name, options
 
 
