@@ -15,7 +15,9 @@ def psnr(a: np.ndarray, b: np.ndarray) -> float:
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under root (relative path -> content), to compare outputs byte for byte."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def leftovers(parent: Path, name: str) -> list[Path]:

@@ -81,7 +81,9 @@ def test_windows_clamp_inside_episodes_for_video_and_tabular(converted):
     mid = int(np.sum(LENGTHS[:3])) + 5  # episode 3, frame 5 of 17
     s = ds[mid]
     assert [decode_frame_leds(f) for f in s["observation.images.top"]] == [3, 5, 6]
-    np.testing.assert_array_equal(s["action"][:, 0], [frame_state(3, t) + 0.5 for t in (4, 5, 6, 7)])
+    np.testing.assert_array_equal(
+        s["action"][:, 0], [frame_state(3, t) + 0.5 for t in (4, 5, 6, 7)]
+    )
     assert not s["action_is_pad"].any()
 
 
@@ -123,8 +125,10 @@ def test_pickles_and_serves_grain_worker_processes(converted):
     ds = jaxload.open(converted, delta_timestamps={"action": [0.0, 0.1]})
     clone = pickle.loads(pickle.dumps(ds))
     np.testing.assert_array_equal(clone[7]["action"], ds[7]["action"])
-    pipeline = grain.MapDataset.source(ds).to_iter_dataset().mp_prefetch(
-        grain.MultiprocessingOptions(num_workers=2)
+    pipeline = (
+        grain.MapDataset.source(ds)
+        .to_iter_dataset()
+        .mp_prefetch(grain.MultiprocessingOptions(num_workers=2))
     )
     indices = [int(s["index"]) for s in pipeline]
     assert indices == list(range(len(ds)))
@@ -148,7 +152,18 @@ def test_copy_keeps_an_h264_stream_bit_exact(tmp_path):
     assert report.psnr["observation.images.top"][0] == float("inf")
     ds = jaxload.open(tmp_path / "ds")
     assert [decode_frame_leds(ds[i]["observation.images.top"]) for i in range(len(ds))] == [
-        0, 1, 2, 3, 0, 0, 1, 2, 3, 4, 5, 6,
+        0,
+        1,
+        2,
+        3,
+        0,
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
     ]
 
 
