@@ -44,7 +44,9 @@ class LoaderCheckpointHandler(ocp.CheckpointHandler):
     def save(self, directory: epath.Path, args: LoaderSave) -> None:
         state = args.state()
         if ocp.multihost.is_primary_host(self._primary_host):
-            (epath.Path(directory) / STATE_FILE).write_text(json.dumps(state, indent=2, sort_keys=True))
+            (epath.Path(directory) / STATE_FILE).write_text(
+                json.dumps(state, indent=2, sort_keys=True)
+            )
 
     def restore(self, directory: epath.Path, args: LoaderRestore | None = None) -> Any:
         path = epath.Path(directory) / STATE_FILE

@@ -223,11 +223,17 @@ class Loader:
     def __iter__(self) -> Loader:
         return self
 
-    def __next__(self) -> Batch:
+    def start(self) -> Loader:
+        """Start worker processes and prefetching now (otherwise the first next() does)."""
         if self._iterator is None:
             self._iterator = self.grain_dataset().__iter__()
             if self.num_workers > 0:
                 _start_workers(self._iterator)
+            self._iterator.start_prefetch()
+        return self
+
+    def __next__(self) -> Batch:
+        self.start()
         batch = next(self._iterator)
         self._delivered += 1
         return batch
