@@ -174,7 +174,7 @@ class JaxloadDataset:
             anchor = rows.get(slots[""][b, 0])
             sample: Sample = {key: np.array(anchor[key]) for key in self.info.features}
             for key in frame_keys[1:]:
-                sample[key] = rows.get(slots[key][b])[key]
+                sample[key] = np.ascontiguousarray(rows.get(slots[key][b])[key])
             for cam in self.camera_keys:
                 sample[cam] = images[cam][b] if self._window_shape(cam) else images[cam][b, 0]
             for key, pad in pads.items():
