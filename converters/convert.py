@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from converters import video
 from converters.lerobot_v3 import LeRobotV3Source
-from converters.tabular import features_from_schema, frame_records
+from converters.tabular import features_from_schema, frame_blocks
 from converters.writer import DEFAULT_SHARD_BYTES, ShardWriter
 from jaxload import format as fmt
 from jaxload.errors import JaxloadError, SourceError
@@ -46,7 +46,7 @@ class EpisodeResult:
     length: int
     dataset_from_index: int
     tasks: list[str]
-    frames: list[bytes]
+    frames: list[bytes]  # tabular rows, FRAMES_PER_BLOCK per record
     streams: dict[str, video.EncodedStream]
 
 
@@ -237,7 +237,7 @@ def _convert_episode(job: tuple[str, int, video.EncodeOptions, dict[str, Feature
         length=int(row["length"]),
         dataset_from_index=int(row["dataset_from_index"]),
         tasks=list(row["tasks"]),
-        frames=frame_records(table, features, f"{data_path}: episode {episode}"),
+        frames=frame_blocks(table, features, f"{data_path}: episode {episode}"),
         streams=streams,
     )
 
@@ -343,6 +343,7 @@ def _dataset_info(source, written: _Written, features, options, repo_id, shard_b
             "robot_type": source.info.get("robot_type"),
         },
         converter={
+            "frames_per_block": fmt.FRAMES_PER_BLOCK,
             "video_codec": options.codec,
             "gop": options.gop,
             "crf": options.crf,

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from jaxload.errors import SourceError
-from jaxload.format import Feature, frame_dtype
+from jaxload.format import FRAMES_PER_BLOCK, Feature, frame_dtype
 
 
 def features_from_schema(
@@ -51,14 +51,14 @@ def features_from_schema(
     return features
 
 
-def frame_records(table: pa.Table, features: Mapping[str, Feature], where: str) -> list[bytes]:
-    """One packed record per row: the bytes of a row of `frame_dtype(features)`."""
+def frame_blocks(table: pa.Table, features: Mapping[str, Feature], where: str) -> list[bytes]:
+    """Packed rows of `frame_dtype(features)`, FRAMES_PER_BLOCK rows per record."""
     rows = np.zeros(table.num_rows, dtype=frame_dtype(features))
     for name, feature in features.items():
         rows[name] = _column_array(table[name], feature, table.num_rows, f"{where}: {name!r}")
     data = rows.tobytes()
-    size = rows.dtype.itemsize
-    return [data[i * size : (i + 1) * size] for i in range(table.num_rows)]
+    block = rows.dtype.itemsize * FRAMES_PER_BLOCK
+    return [data[i : i + block] for i in range(0, len(data), block)]
 
 
 def _column_array(column: pa.ChunkedArray, feature: Feature, n: int, where: str) -> np.ndarray:

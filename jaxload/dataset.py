@@ -161,20 +161,21 @@ class JaxloadDataset:
                 segment, local_frames[key] = self._locate_segments(key, ep, frames)
                 requests[key] = (shard, self._segment_record_start[key][ep][:, None] + segment)
             else:
-                requests[key] = (shard, self._frames_start[ep][:, None] + frames)
+                block = frames // fmt.FRAMES_PER_BLOCK
+                requests[key] = (shard, self._frames_start[ep][:, None] + block)
         records, slots = _read_records(requests, self._reader)
 
         frame_keys = [k for k in needed if k not in self.info.cameras]
-        rows = _FrameRows(records, [slots[k] for k in frame_keys], self._frame_dtype)
+        rows = _FrameRows(records, {k: slots[k] for k in frame_keys}, self._frame_dtype)
         images = {
             cam: _decode_images(records, slots[cam], local_frames[cam]) for cam in self.camera_keys
         }
         samples = []
         for b in range(len(positions)):
-            anchor = rows.get(slots[""][b, 0])
+            anchor = rows.get(slots[""][b, 0], needed[""][b, 0])
             sample: Sample = {key: np.array(anchor[key]) for key in self.info.features}
             for key in frame_keys[1:]:
-                sample[key] = np.ascontiguousarray(rows.get(slots[key][b])[key])
+                sample[key] = np.ascontiguousarray(rows.get(slots[key][b], needed[key][b])[key])
             for cam in self.camera_keys:
                 sample[cam] = images[cam][b] if self._window_shape(cam) else images[cam][b, 0]
             for key, pad in pads.items():
@@ -281,16 +282,19 @@ def _read_records(
 
 
 class _FrameRows:
-    """The frame records a batch needs, decoded into one structured array."""
+    """The frame blocks a batch needs, decoded into one structured array."""
 
-    def __init__(self, records: list[bytes], slot_arrays: list[np.ndarray], dtype: np.dtype):
-        self._ids = np.unique(np.concatenate([s.ravel() for s in slot_arrays]))
-        data = b"".join(records[i] for i in self._ids)
-        self._rows = np.frombuffer(data, dtype=dtype)
+    def __init__(self, records: list[bytes], slots: Mapping[str, np.ndarray], dtype: np.dtype):
+        self._ids = np.unique(np.concatenate([s.ravel() for s in slots.values()]))
+        blocks = [records[i] for i in self._ids]
+        self._rows = np.frombuffer(b"".join(blocks), dtype=dtype)
+        sizes = np.array([len(b) // dtype.itemsize for b in blocks])
+        self._first_row = np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
-    def get(self, slots: np.ndarray | int) -> np.ndarray:
-        """Structured rows for record slots (one row for an int, (T,) rows for an array)."""
-        return self._rows[np.searchsorted(self._ids, slots)]
+    def get(self, slots: np.ndarray | int, frames: np.ndarray | int) -> np.ndarray:
+        """Rows of `frames` (episode frame numbers) stored in the blocks at `slots`."""
+        block = self._first_row[np.searchsorted(self._ids, slots)]
+        return self._rows[block + np.asarray(frames) % fmt.FRAMES_PER_BLOCK]
 
 
 def _decode_images(records: list[bytes], slots: np.ndarray, local: np.ndarray) -> np.ndarray:

@@ -141,7 +141,7 @@ def _read(path: Path):
 def _read_all_records(root: Path, info: fmt.DatasetInfo, table) -> dict[int, list[bytes]]:
     expected: dict[int, int] = {}
     for row in table.to_pylist():
-        end = row["frames_record_start"] + row["length"]
+        end = row["frames_record_start"] + fmt.num_blocks(row["length"])
         for cam in info.cameras:
             start = row[fmt.segment_column(cam, "record_start")]
             end = max(end, start + len(row[fmt.segment_column(cam, "segment_starts")]))
@@ -169,7 +169,7 @@ def _check_frame_records(root: Path, info: fmt.DatasetInfo, table, records) -> N
     dtype = info.frame_dtype
     previous_index = None
     for row in table.to_pylist():
-        run = records[row["shard"]][row["frames_record_start"] :][: row["length"]]
+        run = records[row["shard"]][row["frames_record_start"] :][: fmt.num_blocks(row["length"])]
         try:
             frames = np.frombuffer(b"".join(run), dtype=dtype)
         except ValueError as e:
@@ -178,6 +178,8 @@ def _check_frame_records(root: Path, info: fmt.DatasetInfo, table, records) -> N
                 f"frame records do not match the feature layout ({e})"
             ) from e
         where = f"{root / fmt.shard_path(row['shard'])}: episode {row['episode_index']}"
+        if len(frames) != row["length"]:
+            raise DatasetError(f"{where}: {len(frames)} frame rows, expected {row['length']}")
         if "frame_index" in frames.dtype.names and np.any(
             frames["frame_index"] != np.arange(row["length"])
         ):

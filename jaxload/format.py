@@ -10,9 +10,10 @@ prose description. A dataset directory holds:
     meta/stats.json         normalization statistics
     data/shard-NNNNN.array_record
 
-Within a shard, an episode is a contiguous run of records: one record per frame holding
-all tabular features (a packed numpy structured row), then, per camera in sorted key
-order, one record per video segment (a self-contained mp4 of one GOP).
+Within a shard, an episode is a contiguous run of records: one record per block of
+FRAMES_PER_BLOCK frames holding all tabular features (packed numpy structured rows), then,
+per camera in sorted key order, one record per video segment (a self-contained mp4 of one
+GOP).
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ DATA_DIR = "data"
 WRITER_OPTIONS = "group_size:1"
 # No readahead: samples are random access; readahead would read bytes nobody asked for.
 READER_OPTIONS = "readahead_buffer_size:0"
+
+# Tabular rows are stored in blocks of this many frames per record: a record read costs
+# ~11 us and >= 0.6 KB of I/O whatever its size, so a 16-frame window reads 1-2 blocks
+# instead of 16 records (docs/FORMAT.md has the measurements).
+FRAMES_PER_BLOCK = 32
 
 
 def shard_path(index: int) -> str:
@@ -175,6 +181,11 @@ def hash_record(digest, record: bytes) -> None:
     """Adds one record to a running sha256, length-prefixed so boundaries count."""
     digest.update(len(record).to_bytes(8, "little"))
     digest.update(record)
+
+
+def num_blocks(length: int) -> int:
+    """Frame-block records of an episode of `length` frames."""
+    return -(-length // FRAMES_PER_BLOCK)
 
 
 def read_info(root: str | os.PathLike) -> DatasetInfo:
