@@ -1,0 +1,1 @@
+"""Subcommands of the `jaxload` CLI, one module each (see jaxload/cli.py)."""

@@ -1,0 +1,27 @@
+"""jaxload doctor PATH: named checks, one line each; exit status = failed checks."""
+
+import argparse
+
+NAME = "doctor"
+HELP = "check a LeRobot source or a jaxload dataset (exit status = failed checks)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path")
+
+
+def run(args: argparse.Namespace) -> int:
+    from jaxload.doctor import check_dataset, is_jaxload_dataset
+
+    if is_jaxload_dataset(args.path):
+        kind, results = "jaxload dataset", check_dataset(args.path)
+    else:
+        from converters.doctor import check_source
+
+        kind, results = "LeRobot source", check_source(args.path)
+    print(f"{args.path} ({kind})")
+    for result in results:
+        print(result.line())
+    failed = sum(r.status == "FAIL" for r in results)
+    print(f"{failed} failed, {sum(r.status == 'ok' for r in results)} passed")
+    return failed
