@@ -1,0 +1,103 @@
+"""make_loader on real converted LeRobot fixtures (tabular_only, h264_single) with worker processes."""
+
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+import jaxload
+from converters.convert import convert
+from jaxload.checkpoint import LoaderRestore, LoaderSave
+from jaxload.errors import CheckpointError
+from jaxload.loader import make_loader
+from jaxload.schema import BatchSchema
+from jaxload.stream import SampleStream
+from tests.test_loader import assert_batches_equal
+
+WINDOW = {
+    "action": [0.0, 0.1, 0.2],
+    "observation.image": [-0.1, 0.0],
+    "observation.state": [-0.1, 0.0],
+}
+
+
+@pytest.fixture(scope="session")
+def converted(shared_lerobot, tmp_path_factory):
+    root = tmp_path_factory.mktemp("converted")
+    for name in ("tabular_only", "h264_single"):
+        convert(shared_lerobot / name, root / name, workers=1, progress=False)
+    return root
+
+
+def _check_identity(batch):
+    """The fixtures encode their own position: state[0] = episode * 10000 + frame."""
+    anchor = batch["observation.state"][:, -1, 0] if batch["observation.state"].ndim == 3 else None
+    expected = batch["episode_index"] * 10000 + batch["frame_index"]
+    assert np.array_equal(
+        anchor if anchor is not None else batch["observation.state"][:, 0], expected
+    )
+
+
+def test_video_dataset_with_workers_matches_direct_reads_and_resumes(converted, tmp_path):
+    path = converted / "h264_single"
+    kw = dict(global_batch_size=8, seed=3, delta_timestamps=WINDOW, drop_n_last_frames=2)
+    kw.update(host_index=0, host_count=1)
+    with make_loader(path, num_workers=2, read_threads=2, **kw) as loader:
+        batches = [next(loader) for _ in range(4)]
+        with ocp.CheckpointManager(tmp_path / "ckpt") as mngr:
+            mngr.save(4, args=ocp.args.Composite(loader=LoaderSave(loader)))
+        batches += [next(loader) for _ in range(4)]
+
+    # The same batches computed by hand: stream positions -> ds.__getitems__ -> collate.
+    ds = jaxload.open(path, delta_timestamps=WINDOW)
+    stream = SampleStream([ds.episode_lengths], seed=3, drop_n_last_frames=2)
+    schema = BatchSchema([ds.element_spec()])
+    for k, batch in enumerate(batches):
+        ids, positions = stream.locate(np.arange(8 * k, 8 * (k + 1)))
+        assert_batches_equal([batch], [schema.collate(ds.__getitems__(positions.tolist()), ids)])
+        _check_identity(batch)
+        assert batch["observation.image"].shape == (8, 2, 84, 84, 3)
+        frame = batch["frame_index"]
+        ends = ds.episode_lengths[np.searchsorted(ds.episode_index, batch["episode_index"])]
+        assert (frame < ends - 2).all()  # drop_n_last_frames
+
+    fresh = make_loader(path, num_workers=0, **kw)
+    with ocp.CheckpointManager(tmp_path / "ckpt") as mngr:
+        mngr.restore(4, args=ocp.args.Composite(loader=LoaderRestore(fresh)))
+    assert_batches_equal([next(fresh) for _ in range(4)], batches[4:])
+
+    other = make_loader(
+        converted / "tabular_only", num_workers=0, **{**kw, "delta_timestamps": None}
+    )
+    with (
+        ocp.CheckpointManager(tmp_path / "ckpt") as mngr,
+        pytest.raises(CheckpointError, match="another dataset"),
+    ):
+        mngr.restore(4, args=ocp.args.Composite(loader=LoaderRestore(other)))
+
+
+def test_mixture_of_tabular_and_video_datasets(converted):
+    paths = [converted / "tabular_only", converted / "h264_single"]
+    loader = make_loader(
+        paths,
+        global_batch_size=50,
+        weights=[0.6, 0.4],
+        delta_timestamps={"action": [0.0, 0.1]},  # multiples of 1/50 s and of 1/10 s
+        num_workers=1,
+        host_index=0,
+        host_count=1,
+    )
+    with loader:
+        batches = [next(loader) for _ in range(4)]
+    for batch in batches:
+        from_video = batch["dataset_index"] == 1
+        assert from_video.sum() == 20  # 0.6/0.4 exactly per block of 5
+        assert batch["observation.state"].shape == (50, 14)
+        assert (
+            batch["observation.state_dim_is_pad"][from_video].all(axis=0).tolist()
+            == [False] * 4 + [True] * 10
+        )
+        assert batch["observation.image_is_pad"].tolist() == (~from_video).tolist()
+        assert not batch["observation.image"][~from_video].any()
+        assert batch["observation.image"][from_video].any()
+        assert batch["action"].shape == (50, 2, 14) and batch["action_is_pad"].shape == (50, 2)
+        _check_identity(batch)
