@@ -129,21 +129,21 @@ def _open_all(
     )
     if not items:
         raise ValueError("make_loader needs at least one dataset")
-    per_dt = _per_dataset(delta_timestamps, len(items), "delta_timestamps")
+    if any(_is_dataset(item) for item in items) and (delta_timestamps or episodes is not None):
+        raise ValueError(
+            "delta_timestamps/episodes apply when make_loader opens paths; pass them to "
+            "jaxload.open for datasets you open yourself"
+        )
     per_ep = _per_dataset(episodes, len(items), "episodes", sequence_is_shared=True)
-    datasets, names = [], []
-    for item, dt, ep in zip(items, per_dt, per_ep, strict=True):
-        if _is_dataset(item):
-            if dt is not None or ep is not None:
-                raise ValueError(
-                    "delta_timestamps/episodes apply when opening paths; pass them to "
-                    "jaxload.open for datasets you open yourself"
-                )
-            datasets.append(item)
-            names.append(type(item).__name__)
-        else:
-            datasets.append(_open_path(item, dt, ep))
-            names.append(os.fspath(item))
+    if isinstance(delta_timestamps, Mapping) and len(items) > 1:
+        per_dt = _shared_windows(items, delta_timestamps, per_ep)
+    else:
+        per_dt = _per_dataset(delta_timestamps, len(items), "delta_timestamps")
+    datasets = [
+        item if _is_dataset(item) else _open(item, delta_timestamps=dt, episodes=ep)
+        for item, dt, ep in zip(items, per_dt, per_ep, strict=True)
+    ]
+    names = [str(getattr(d, "path", type(d).__name__)) for d in datasets]
     return datasets, names
 
 
@@ -158,14 +158,23 @@ def _per_dataset(value: Any, n: int, name: str, *, sequence_is_shared: bool = Fa
     return list(value)
 
 
-def _open_path(path: Any, delta_timestamps: Mapping | None, episodes: Any) -> Any:
-    import jaxload.dataset as jds
+def _shared_windows(items: list, delta_timestamps: Mapping, episodes: list) -> list[dict | None]:
+    """One delta_timestamps dict for a mixture: each dataset gets the keys it has."""
+    from jaxload.errors import WindowError
 
-    if delta_timestamps:
-        # In a mixture one delta_timestamps dict serves all datasets: each gets the keys it has.
-        keys = set(jds.open(path, episodes=episodes).element_spec())
-        delta_timestamps = {k: v for k, v in delta_timestamps.items() if k in keys} or None
-    return jds.open(path, delta_timestamps=delta_timestamps, episodes=episodes)
+    keys = [
+        set(_open(p, episodes=ep).element_spec()) for p, ep in zip(items, episodes, strict=True)
+    ]
+    unknown = [k for k in delta_timestamps if not any(k in ks for ks in keys)]
+    if unknown:
+        raise WindowError(f"delta_timestamps keys {unknown} are in none of the datasets {items}")
+    return [{k: v for k, v in delta_timestamps.items() if k in ks} or None for ks in keys]
+
+
+def _open(path: Any, **kw: Any) -> Any:
+    import jaxload.dataset
+
+    return jaxload.dataset.open(path, **kw)
 
 
 def _default_workers() -> int:
@@ -324,6 +333,7 @@ class Loader:
             drop_n_last_frames=self.drop_n_last_frames,
             mixture_quota=tuple(int(q) for q in mixture.quota) if mixture is not None else (),
             epoch_size=self.stream.epoch_size,
+            sources=tuple(self.names),
         )
 
     # -- the Grain pipeline ------------------------------------------------------------------

@@ -59,6 +59,7 @@ class LoaderState:
     drop_n_last_frames: int
     mixture_quota: tuple[int, ...]
     epoch_size: int
+    sources: tuple[str, ...] = ()  # paths, for messages only: a moved dataset still restores
     format: str = STATE_FORMAT
     version: int = STATE_VERSION
 
@@ -66,6 +67,7 @@ class LoaderState:
         d = dataclasses.asdict(self)
         d["dataset_fingerprints"] = list(self.dataset_fingerprints)
         d["mixture_quota"] = list(self.mixture_quota)
+        d["sources"] = list(self.sources)
         return d
 
     def to_json(self) -> str:
@@ -80,18 +82,27 @@ class LoaderState:
                 f"loader state version {d.get('version')} is not supported (this jaxload reads "
                 f"version {STATE_VERSION})"
             )
-        names = {f.name for f in dataclasses.fields(cls)}
-        missing = names - set(d) - {"format", "version"}
+        fields = dataclasses.fields(cls)
+        names = {f.name for f in fields}
+        required = {f.name for f in fields if f.default is dataclasses.MISSING}
+        missing = required - set(d)
         if missing:
             raise CheckpointError(f"loader state lacks {sorted(missing)}")
         kw = {k: d[k] for k in names if k in d}
         kw["dataset_fingerprints"] = tuple(kw["dataset_fingerprints"])
         kw["mixture_quota"] = tuple(kw["mixture_quota"])
+        kw["sources"] = tuple(kw.get("sources", ()))
         return cls(**kw)
 
     @classmethod
     def from_json(cls, text: str) -> LoaderState:
         return cls.from_dict(json.loads(text))
+
+
+def _describe(state: LoaderState) -> str:
+    fps = [fp[:12] for fp in state.dataset_fingerprints]
+    where = f" at {list(state.sources)}" if state.sources else ""
+    return f"dataset fingerprint(s) {fps}{where}"
 
 
 def check_compatible(
@@ -104,10 +115,9 @@ def check_compatible(
     """
     if saved.fingerprint != current.fingerprint:
         raise CheckpointError(
-            "loader checkpoint is from another dataset: it was saved for dataset fingerprint(s) "
-            f"{list(saved.dataset_fingerprints)} (stream {saved.fingerprint[:16]}…), but this "
-            f"loader reads {list(current.dataset_fingerprints)} (stream {current.fingerprint[:16]}…). "
-            "Restore onto the dataset (and episode selection) the checkpoint was trained on."
+            "loader checkpoint is from another dataset: it was saved for "
+            f"{_describe(saved)}, but this loader reads {_describe(current)}. Restore onto the "
+            "dataset (same content, episode selection and windows) the checkpoint was trained on."
         )
     for name in ("seed", "shuffle", "drop_n_first_frames", "drop_n_last_frames", "mixture_quota"):
         a, b = getattr(saved, name), getattr(current, name)

@@ -284,3 +284,34 @@ def test_arguments_are_checked():
     list(loader)
     loader.close()
     loader.close()
+
+
+class _StubSharding:
+    """Just enough of a NamedSharding for hosts.sharding_rows: two devices per process."""
+
+    spec = ("data",)
+
+    def __init__(self, slices):
+        self._slices = slices
+
+    def addressable_devices_indices_map(self, shape):
+        return {f"dev{i}": (s,) for i, s in enumerate(self._slices)}
+
+
+def test_rows_follow_the_devices_of_this_process():
+    from jaxload.hosts import sharding_rows
+
+    # Non-contiguous rows (an interleaved mesh) and replicas (two devices, same rows).
+    rows = sharding_rows(_StubSharding([slice(24, 28), slice(8, 12)]), 32)
+    assert rows.tolist() == [*range(8, 12), *range(24, 28)]
+    assert sharding_rows(_StubSharding([slice(0, 16), slice(0, 16)]), 32).tolist() == list(
+        range(16)
+    )
+
+
+@pytest.mark.slow
+def test_grain_checkpoint_helper_with_worker_processes():
+    # Restarts the worker processes at every saved state: slow on 2 cores.
+    loader = _loader(global_batch_size=16, num_epochs=1, num_workers=1)
+    grain.experimental.assert_equal_output_after_checkpoint(loader)
+    loader.close()

@@ -7,7 +7,7 @@ import pytest
 import jaxload
 from converters.convert import convert
 from jaxload.checkpoint import LoaderRestore, LoaderSave
-from jaxload.errors import CheckpointError
+from jaxload.errors import CheckpointError, WindowError
 from jaxload.loader import make_loader
 from jaxload.schema import BatchSchema
 from jaxload.stream import SampleStream
@@ -101,3 +101,9 @@ def test_mixture_of_tabular_and_video_datasets(converted):
         assert batch["observation.image"][from_video].any()
         assert batch["action"].shape == (50, 2, 14) and batch["action_is_pad"].shape == (50, 2)
         _check_identity(batch)
+
+
+def test_shared_windows_must_name_a_key_some_dataset_has(converted):
+    paths = [converted / "tabular_only", converted / "h264_single"]
+    with pytest.raises(WindowError, match=r"\['actoin'\] are in none of the datasets"):
+        make_loader(paths, global_batch_size=4, delta_timestamps={"actoin": [0.0]})
