@@ -289,7 +289,10 @@ class Loader:
 
     @property
     def element_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Shape and dtype of every array key of a batch (global shape with `sharding`)."""
+        """Shape and dtype of every array key of a batch (global shape with `sharding`).
+
+        Describes the collated batch, before any `batch_transform`.
+        """
         rows = self.global_batch_size if self.sharding is not None else len(self.rows)
         return {
             k: ((rows, *shape), dtype) for k, (shape, dtype) in self.schema.element_spec.items()
@@ -426,8 +429,14 @@ def make_loader(
     Args beyond the contract: `episodes` (passed to jaxload.open), `num_workers` (Grain
     worker processes; default half the cores, at most 8; 0 reads in this process),
     `read_threads` (per worker), `worker_buffer_size` (batches per worker), `prefetch`
-    (batches buffered by the final thread), `mixture_block_size`, `batch_transform`
-    (a picklable batch -> batch function run in the workers).
+    (batches buffered by the final thread), `mixture_block_size` (default: the smallest
+    exact block, see jaxload.mixture), `key_maps` (per-dataset key renames), and
+    `batch_transform` (a batch -> batch function run in the workers on this host's numpy
+    part; define it at module level so worker processes can unpickle it).
+
+    The returned Loader is an iterator (not thread-safe: one consumer) with `get_state()`,
+    `set_state(state, allow_global_batch_size_change=False)`, `start()`, `close()` (also a
+    context manager), `position`, `epoch`, `epoch_size`, `num_batches`, `element_spec`.
     """
     if global_batch_size < 1:
         raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")

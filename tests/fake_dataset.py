@@ -89,3 +89,8 @@ class FakeDataset:
 
     def element_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         return {k: (v.shape, v.dtype) for k, v in self[0].items() if k != "task"}
+
+
+def add_state_sum(batch: dict) -> dict:
+    """A batch_transform for tests (module level, so worker processes can unpickle it)."""
+    return {**batch, "state_sum": batch["observation.state"].sum(axis=-1)}

@@ -14,7 +14,7 @@ import pytest
 from jaxload.errors import CheckpointError
 from jaxload.loader import make_loader
 from jaxload.sampling import EpochOrder
-from tests.fake_dataset import FakeDataset
+from tests.fake_dataset import FakeDataset, add_state_sum
 
 REPO = Path(__file__).resolve().parent.parent
 LENGTHS = [9, 1, 14, 4, 7, 17, 3]  # 55 frames, awkward sizes
@@ -218,8 +218,10 @@ def test_mixture_of_datasets_with_different_schemas():
 
 def test_worker_processes_give_the_same_batches():
     # Real Grain worker processes with read threads, against the in-process read.
-    reference = _take(_loader(global_batch_size=6, seed=7), 7)
-    with _loader(global_batch_size=6, seed=7, num_workers=2, read_threads=2) as loader:
+    reference = _take(_loader(global_batch_size=6, seed=7, batch_transform=add_state_sum), 7)
+    assert np.allclose(reference[0]["state_sum"], reference[0]["observation.state"].sum(-1))
+    kw = dict(num_workers=2, read_threads=2, batch_transform=add_state_sum)
+    with _loader(global_batch_size=6, seed=7, **kw) as loader:
         got = _take(loader, 7)
         assert loader.get_state()["position"] == 42
     assert_batches_equal(got, reference)
@@ -230,7 +232,7 @@ SHARDED_SCRIPT = """
 import numpy as np, jax
 from jax.sharding import NamedSharding, PartitionSpec as P
 from jaxload.loader import make_loader
-from tests.fake_dataset import FakeDataset
+from tests.fake_dataset import FakeDataset, add_state_sum
 from tests.test_loader import LENGTHS, WINDOW
 
 if __name__ == "__main__":

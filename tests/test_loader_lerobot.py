@@ -107,3 +107,15 @@ def test_shared_windows_must_name_a_key_some_dataset_has(converted):
     paths = [converted / "tabular_only", converted / "h264_single"]
     with pytest.raises(WindowError, match=r"\['actoin'\] are in none of the datasets"):
         make_loader(paths, global_batch_size=4, delta_timestamps={"actoin": [0.0]})
+
+
+def test_episode_selection_passes_through(converted):
+    loader = make_loader(
+        converted / "h264_single",
+        global_batch_size=10,
+        episodes=[1, 4],
+        num_workers=0,
+        num_epochs=1,
+    )
+    episodes = np.concatenate([b["episode_index"] for b in loader])
+    assert set(episodes.tolist()) == {1, 4}
