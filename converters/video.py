@@ -8,19 +8,19 @@ file at time from_timestamp + timestamp, within LeRobot's tolerance.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import io
+import itertools
 import platform
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import av
 import numpy as np
 
 from jaxload.errors import SourceError
-from jaxload.video import decode_segment, segment_num_frames
+from jaxload.video import decode_gops, gop_num_frames, pack_gop
 
 CODECS = {"h264": "libx264", "hevc": "libx265"}
 # A frame decoded more than this far from its query time is a mismatch (LeRobot's default).
@@ -82,10 +82,32 @@ def decode_source_frames(
 def transcode(
     frames: Iterator[av.VideoFrame], options: EncodeOptions, fps: int, *, where: str
 ) -> EncodedStream:
-    """Encodes frames with a fixed GOP and no B-frames; returns the segments and fidelity."""
-    reference: list[np.ndarray] = []
+    """Encodes frames with a fixed GOP and no B-frames; returns the segments and fidelity.
+
+    Memory stays bounded by the encoder's lookahead: each GOP is checked against its
+    source frames as soon as it is complete, then both are dropped.
+    """
+    stream = EncodedStream([], [], np.zeros(0), options.codec)
+    reference: collections.deque[np.ndarray] = collections.deque()
+    psnrs: list[float] = []
+    open_gop: list[av.Packet] = []
     encoder = None
-    packets: list[av.Packet] = []
+
+    def take(packets: list[av.Packet]) -> None:
+        for packet in packets:
+            if packet.is_keyframe and open_gop:
+                close_gop()
+            open_gop.append(packet)
+
+    def close_gop() -> None:
+        # libx264/libx265 emit Annex-B with in-band parameter sets: each GOP stands alone.
+        stream.segment_starts.append(sum(gop_num_frames(g) for g in stream.segments))
+        stream.segments.append(pack_gop([bytes(p) for p in open_gop]))
+        refs = [reference.popleft() for _ in open_gop]
+        size = (options.codec, encoder.width, encoder.height)
+        psnrs.extend(_gops_psnr(stream.segments[-1:], refs, size, where))
+        open_gop.clear()
+
     for i, frame in enumerate(frames):
         if encoder is None:
             encoder = _make_encoder(options, fps, frame.width, frame.height, where)
@@ -93,15 +115,13 @@ def transcode(
         out = frame.reformat(format="yuv420p")
         out.pts, out.time_base = i, encoder.time_base
         out.pict_type = av.video.frame.PictureType.NONE
-        packets += encoder.encode(out)
+        take(encoder.encode(out))
     if encoder is None:
         raise SourceError(f"{where}: no frames to encode")
-    packets += encoder.encode(None)
-    gops = _split_gops(packets)
-    add_stream = _encoded_stream(options.codec, encoder, fps)
-    segments = [_mux_segment(g, add_stream) for g in gops]
-    starts = list(np.cumsum([0] + [len(g) for g in gops[:-1]]).tolist())
-    return EncodedStream(segments, starts, _psnr(segments, reference, where), options.codec)
+    take(encoder.encode(None))
+    close_gop()
+    stream.psnr = np.asarray(psnrs)
+    return stream
 
 
 def copy_stream(
@@ -133,21 +153,24 @@ def copy_stream(
                 f"{path}: episode {episode} does not start on a keyframe, so its stream "
                 "cannot be copied; use --video-codec h264"
             )
-        gops = _split_gops(packets)
-        segments = [_mux_segment(g, lambda out: out.add_stream_from_template(stream)) for g in gops]
+        _check_no_reordering(packets, path, episode)
+        gops = _split_gops(_to_annexb(packets, stream))
+        segments = [pack_gop([bytes(p) for p in g]) for g in gops]
+        size = (codec, stream.codec_context.width, stream.codec_context.height)
     starts = list(np.cumsum([0] + [len(g) for g in gops[:-1]]).tolist())
-    timestamps = np.arange(num_frames) / fps
-    reference = [
-        f.to_ndarray(format="rgb24")
-        for f in decode_source_frames(path, from_timestamp, timestamps, episode=episode)
-    ]
     if sum(len(g) for g in gops) != num_frames:
         raise SourceError(
             f"{path}: episode {episode}: found {sum(len(g) for g in gops)} packets for "
             f"{num_frames} frames; cannot copy this stream, use --video-codec h264"
         )
+    timestamps = np.arange(num_frames) / fps
+    source = decode_source_frames(path, from_timestamp, timestamps, episode=episode)
     where = f"{path}: episode {episode}"
-    return EncodedStream(segments, starts, _psnr(segments, reference, where), codec)
+    psnrs = []
+    for segment in segments:  # one GOP at a time: memory stays bounded
+        refs = [next(source).to_ndarray(format="rgb24") for _ in range(gop_num_frames(segment))]
+        psnrs.extend(_gops_psnr([segment], refs, size, where))
+    return EncodedStream(segments, starts, np.asarray(psnrs), codec)
 
 
 def _open(path, episode: int) -> av.container.InputContainer:
@@ -224,53 +247,42 @@ def _split_gops(packets: list[av.Packet]) -> list[list[av.Packet]]:
     return gops
 
 
-def _mux_segment(gop: list[av.Packet], add_stream: Callable[[Any], Any]) -> bytes:
-    """A self-contained mp4 of one GOP, with timestamps starting at 0."""
-    buffer = io.BytesIO()
-    # bitexact: no library version strings, so the bytes depend only on the packets.
-    with av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"}) as out:
-        stream = add_stream(out)
-        first = min(p.pts for p in gop)
-        for packet in gop:
-            packet.pts -= first
-            if packet.dts is not None:
-                packet.dts -= first
-            packet.stream = stream
-            out.mux(packet)
-    return buffer.getvalue()
+def _to_annexb(packets: list[av.Packet], stream) -> list[av.Packet]:
+    """mp4 stores length-prefixed NAL units with parameter sets in the header; the records
+    hold Annex-B with parameter sets in-band, so every GOP decodes on its own."""
+    name = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}[
+        stream.codec_context.codec.canonical_name
+    ]
+    bsf = av.BitStreamFilterContext(name, stream)
+    out = [q for p in packets for q in bsf.filter(p)]
+    out += bsf.filter(None)
+    return out
 
 
-def _encoded_stream(codec: str, encoder, fps: int) -> Callable[[Any], Any]:
-    """Declares our encoder's stream; the muxer derives avcC/hvcC from the in-band headers."""
-
-    def add(out):
-        stream = out.add_stream(codec, rate=fps)
-        stream.width, stream.height, stream.pix_fmt = encoder.width, encoder.height, "yuv420p"
-        stream.time_base = encoder.time_base
-        if codec == "hevc":
-            stream.codec_tag = "hvc1"
-        return stream
-
-    return add
-
-
-def _psnr(segments: list[bytes], reference: list[np.ndarray], where: str) -> np.ndarray:
-    """Per-frame PSNR of the segments (decoded as the reader decodes them) vs reference."""
-    values, k = [], 0
-    for segment in segments:
-        n = len(reference) - k
-        try:
-            decoded = decode_segment(segment, range(min(n, segment_num_frames(segment))))
-        except RuntimeError as e:
-            raise SourceError(f"{where}: stored segment {len(values)} does not decode ({e})") from e
-        for image in decoded:
-            values.append(psnr(image, reference[k]))
-            k += 1
-    if k != len(reference):
+def _check_no_reordering(packets: list[av.Packet], path, episode: int) -> None:
+    """Records address frame k as packet k: decode order must be presentation order."""
+    pts = [p.pts for p in packets]
+    if any(b <= a for a, b in itertools.pairwise(pts)):
         raise SourceError(
-            f"{where}: stored stream decodes to {k} frames, expected {len(reference)}"
+            f"{path}: episode {episode} has B-frames (packets out of presentation order), so "
+            "its stream cannot be copied; use --video-codec h264"
         )
-    return np.asarray(values)
+
+
+def _gops_psnr(
+    segments: list[bytes], reference: list[np.ndarray], size: tuple[str, int, int], where: str
+) -> list[float]:
+    """Per-frame PSNR of GOP records (decoded as the reader decodes them) vs reference."""
+    counts = [gop_num_frames(s) for s in segments]
+    if sum(counts) != len(reference):
+        raise SourceError(
+            f"{where}: stored stream has {sum(counts)} frames, expected {len(reference)}"
+        )
+    try:
+        decoded = decode_gops(segments, [range(n) for n in counts], *size)
+    except RuntimeError as e:
+        raise SourceError(f"{where}: stored stream does not decode ({e})") from e
+    return [psnr(a, b) for a, b in zip(np.concatenate(decoded), reference)]
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

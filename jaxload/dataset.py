@@ -21,7 +21,7 @@ from array_record.python.array_record_module import ArrayRecordReader
 
 from jaxload import format as fmt
 from jaxload.errors import DatasetError
-from jaxload.video import decode_segment
+from jaxload.video import decode_gops
 from jaxload.windows import resolve_delta_timestamps, window_frames
 
 Sample = dict[str, Any]
@@ -168,7 +168,8 @@ class JaxloadDataset:
         frame_keys = [k for k in needed if k not in self.info.cameras]
         rows = _FrameRows(records, {k: slots[k] for k in frame_keys}, self._frame_dtype)
         images = {
-            cam: _decode_images(records, slots[cam], local_frames[cam]) for cam in self.camera_keys
+            cam: _decode_images(records, slots[cam], local_frames[cam], self.info.cameras[cam])
+            for cam in self.camera_keys
         }
         samples = []
         for b in range(len(positions)):
@@ -297,16 +298,20 @@ class _FrameRows:
         return self._rows[block + np.asarray(frames) % fmt.FRAMES_PER_BLOCK]
 
 
-def _decode_images(records: list[bytes], slots: np.ndarray, local: np.ndarray) -> np.ndarray:
-    """(B, T, H, W, 3) frames: decodes each segment once for all the frames wanted from it."""
-    out = None
-    for slot in np.unique(slots):
-        where = slots == slot
-        frames, inverse = np.unique(local[where], return_inverse=True)
-        decoded = decode_segment(records[slot], frames.tolist())
-        if out is None:
-            out = np.empty((*slots.shape, *decoded.shape[1:]), dtype=np.uint8)
-        out[where] = decoded[inverse]
+def _decode_images(
+    records: list[bytes], slots: np.ndarray, local: np.ndarray, camera: fmt.Camera
+) -> np.ndarray:
+    """(B, T, H, W, 3) frames of one camera: every GOP the batch needs, one decoder."""
+    gop_slots, slot_of = np.unique(slots, return_inverse=True)
+    slot_of = slot_of.reshape(slots.shape)
+    wanted = [np.unique(local[slot_of == g]) for g in range(len(gop_slots))]
+    decoded = decode_gops(
+        [records[s] for s in gop_slots], wanted, camera.codec, camera.width, camera.height
+    )
+    out = np.empty((*slots.shape, camera.height, camera.width, 3), dtype=np.uint8)
+    for g, frames in enumerate(decoded):
+        where = slot_of == g
+        out[where] = frames[np.searchsorted(wanted[g], local[where])]
     return out
 
 

@@ -19,7 +19,7 @@ from array_record.python.array_record_module import ArrayRecordReader
 
 from jaxload import format as fmt
 from jaxload.errors import DatasetError, JaxloadError
-from jaxload.video import segment_num_frames
+from jaxload.video import decode_gops, gop_num_frames
 
 
 @dataclasses.dataclass
@@ -198,23 +198,27 @@ def _check_frame_records(root: Path, info: fmt.DatasetInfo, table, records) -> N
 
 
 def _check_segments(root: Path, info: fmt.DatasetInfo, table, records) -> int:
+    """Every GOP record holds the frames its segment table implies, and decodes."""
     count = 0
     for row in table.to_pylist():
-        for cam in info.cameras:
+        where = f"{root / fmt.shard_path(row['shard'])}: episode {row['episode_index']}"
+        for cam, camera in info.cameras.items():
             starts = row[fmt.segment_column(cam, "segment_starts")]
             first = row[fmt.segment_column(cam, "record_start")]
             bounds = [*starts, row["length"]]
             for k in range(len(starts)):
                 segment = records[row["shard"]][first + k]
+                expected = bounds[k + 1] - bounds[k]
                 try:
-                    n = segment_num_frames(segment)
-                except RuntimeError as e:
-                    n, error = -1, e
-                if n != bounds[k + 1] - bounds[k]:
-                    detail = f"decodes to {n} frames" if n >= 0 else f"does not decode ({error})"
+                    n = gop_num_frames(segment)
+                    decode_gops([segment], [[n - 1]], camera.codec, camera.width, camera.height)
+                except Exception as e:  # torchcodec/PyAV raise RuntimeError or their own errors
                     raise DatasetError(
-                        f"{root / fmt.shard_path(row['shard'])}: episode {row['episode_index']}, "
-                        f"camera {cam}, segment {k}: {detail}, expected {bounds[k + 1] - bounds[k]}"
+                        f"{where}, camera {cam}, segment {k}: does not decode ({e})"
+                    ) from e
+                if n != expected:
+                    raise DatasetError(
+                        f"{where}, camera {cam}, segment {k}: holds {n} frames, expected {expected}"
                     )
                 count += 1
     return count
