@@ -16,8 +16,10 @@ loader's state is the global position of the next batch (see ``jaxload.state``).
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -239,6 +241,7 @@ class Loader:
             if self.num_workers > 0:
                 _start_workers(self._iterator)
             self._iterator.start_prefetch()
+            _RUNNING.add(self)
         return self
 
     def __next__(self) -> Batch:
@@ -252,6 +255,7 @@ class Loader:
         if self._iterator is not None:
             self._iterator.close()
             self._iterator = None
+        _RUNNING.discard(self)
 
     def __enter__(self) -> Loader:
         return self
@@ -481,6 +485,17 @@ def make_loader(
         prefetch=int(prefetch),
         batch_transform=batch_transform,
     )
+
+
+# Loaders with a live pipeline. Closed before interpreter teardown: Grain's own __del__
+# would otherwise run against half-finalized modules and print tracebacks at exit.
+_RUNNING: weakref.WeakSet[Loader] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_running_loaders() -> None:
+    for loader in list(_RUNNING):
+        loader.close()
 
 
 def _start_workers(iterator: Any) -> None:
