@@ -37,6 +37,12 @@ def test_mixture_is_a_pure_function_of_position():
         assert np.array_equal(a[shuffled], b)
 
 
+def test_slots_are_shuffled_evenly_within_blocks():
+    dataset, _ = MixtureSchedule([0.7, 0.3], seed=0).locate(np.arange(10 * 5000))
+    per_slot = (dataset.reshape(5000, 10) == 0).mean(axis=0)
+    assert np.abs(per_slot - 0.7).max() < 0.03  # no slot of a block is biased to a dataset
+
+
 def test_seeds_change_the_interleaving():
     a = MixtureSchedule([1, 1], seed=0).locate(np.arange(200))[0]
     b = MixtureSchedule([1, 1], seed=1).locate(np.arange(200))[0]

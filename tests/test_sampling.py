@@ -140,6 +140,17 @@ def test_order_is_a_reasonable_shuffle():
     assert chi2 < 30, counts  # p < 1e-4 for 7 degrees of freedom
 
 
+def test_small_orders_reach_every_permutation_evenly():
+    # n = 4: all 24 orders appear over the epochs, none over- or under-represented (chi-square, 23 dof).
+    n, epochs = 4, 12_000
+    ranks = EpochOrder([n], seed=0).ranks(np.arange(epochs * n)).reshape(epochs, n)
+    codes = (ranks * n ** np.arange(n)).sum(axis=1)
+    counts = np.unique(codes, return_counts=True)[1]
+    assert counts.size == 24
+    chi2 = (((counts - epochs / 24) ** 2) / (epochs / 24)).sum()
+    assert chi2 < 60, counts  # p < 1e-4
+
+
 def test_shuffle_false_is_source_order_every_epoch():
     order = EpochOrder([3, 5, 2], shuffle=False, drop_n_first_frames=1)
     assert order.positions(np.arange(10)).tolist() == [1, 2, 4, 5, 6, 7, 9, 1, 2, 4]
