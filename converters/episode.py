@@ -1,0 +1,89 @@
+"""Converts one source episode: its tabular rows into frame blocks, each camera's frames
+into self-contained GOP segments (transcoded, or copied from an h264/hevc source).
+
+This is the per-episode work every engine runs; it depends only on the episode and the
+options, never on which process or machine runs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from converters import video
+from converters.lerobot_common import LeRobotSource
+from converters.tabular import frame_blocks
+from jaxload.errors import SourceError
+from jaxload.format import Feature
+
+
+@dataclasses.dataclass
+class EpisodeResult:
+    """One converted episode: its records and what the metadata needs to know about them."""
+
+    episode_index: int
+    length: int
+    dataset_from_index: int
+    tasks: list[str]
+    frames: list[bytes]  # tabular rows, FRAMES_PER_BLOCK per record
+    streams: dict[str, video.EncodedStream]
+
+    def record_blocks(self) -> list[list[bytes]]:
+        """The episode's records in storage order: frame blocks, then cameras sorted."""
+        return [self.frames, *(self.streams[c].segments for c in sorted(self.streams))]
+
+
+def convert_episode(
+    source: LeRobotSource,
+    episode: int,
+    options: video.EncodeOptions,
+    features: dict[str, Feature],
+) -> EpisodeResult:
+    """Reads, checks and converts one episode; raises SourceError naming file and episode."""
+    ep = source.episode(episode)
+    table = source.episode_frames(episode)
+    where = f"{source.files.describe(source.data_file(episode))}: episode {episode}"
+    timestamps = table["timestamp"].to_numpy().astype(np.float64)
+    streams = {
+        cam: _camera_stream(source, episode, cam, timestamps, options) for cam in source.camera_keys
+    }
+    return EpisodeResult(
+        episode_index=ep.index,
+        length=ep.length,
+        dataset_from_index=ep.start,
+        tasks=list(ep.tasks),
+        frames=frame_blocks(table, features, where),
+        streams=streams,
+    )
+
+
+def _camera_stream(
+    source: LeRobotSource,
+    episode: int,
+    cam: str,
+    timestamps: np.ndarray,
+    options: video.EncodeOptions,
+) -> video.EncodedStream:
+    span = source.video_span(episode, cam)
+    path = source.files.local(span.rel, f"video of episode {episode}, camera {cam}")
+    name = source.files.describe(span.rel)
+    if path.stat().st_size == 0:
+        raise SourceError(f"{name}: empty file (video of episode {episode})")
+    try:
+        if options.codec == "copy":
+            return video.copy_stream(
+                path,
+                span.from_timestamp,
+                span.to_timestamp,
+                len(timestamps),
+                source.fps,
+                episode=episode,
+            )
+        frames = video.decode_source_frames(path, span.from_timestamp, timestamps, episode=episode)
+        return video.transcode(frames, options, source.fps, where=f"{name}: episode {episode}")
+    except SourceError as e:
+        if str(path) == name:
+            raise
+        # A remote file is decoded from its cached copy: name the URL, not the cache.
+        raise SourceError(str(e).replace(str(path), name)) from e

@@ -1,0 +1,270 @@
+"""What LeRobot v2.x and v3.0 sources share: info.json, episode rows, data-file checks.
+
+A source reader (`lerobot_v3.LeRobotV3Source`, `lerobot_v21.LeRobotV21Source`) reads its
+layout's metadata and answers the same questions for the converter and `jaxload doctor`:
+which episodes exist, their frames as a pyarrow table, and where each camera's frames
+are (a file and a time range in it). Files are reached through `converters.files.Files`,
+so the same reader works on a local directory, the hub or an fsspec URL. Every check
+raises `SourceError` naming the file and the episode.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from converters.files import Files
+from jaxload.errors import SourceError
+
+# Columns every LeRobot data file has; they are stored but are not user features.
+INDEX_COLUMNS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    """One source episode: its id, frame count, first global `index` and tasks."""
+
+    index: int
+    length: int
+    start: int  # LeRobot `index` of the first frame (dataset_from_index)
+    tasks: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoSpan:
+    """Where one episode's frames of one camera are: a file and a time range in it."""
+
+    rel: str  # path relative to the dataset root
+    from_timestamp: float
+    to_timestamp: float
+
+
+class LeRobotSource(abc.ABC):
+    """A LeRobot dataset of one codebase version, read through `Files`."""
+
+    SUPPORTED_VERSIONS: tuple[str, ...] = ()
+
+    def __init__(self, files: Files):
+        self.files = files
+        self.info = read_info(files, self.SUPPORTED_VERSIONS)
+        self.fps = int(self.info["fps"])
+        self.features: dict[str, Any] = self.info["features"]
+        self.camera_keys = camera_keys(self.info)
+        self.codebase_version = str(self.info["codebase_version"])
+
+    # --- what each layout provides --------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def episode_ids(self) -> list[int]:
+        """Episode ids in source order."""
+
+    @abc.abstractmethod
+    def episode(self, episode: int) -> Episode: ...
+
+    @abc.abstractmethod
+    def data_file(self, episode: int) -> str:
+        """Relative path of the parquet file holding the episode's rows."""
+
+    @abc.abstractmethod
+    def video_span(self, episode: int, camera: str) -> VideoSpan: ...
+
+    @abc.abstractmethod
+    def episode_frames(self, episode: int) -> pa.Table:
+        """The data rows of one episode, checked against the episode metadata."""
+
+    @property
+    @abc.abstractmethod
+    def tasks(self) -> dict[int, str]: ...
+
+    @abc.abstractmethod
+    def stats_json(self) -> bytes | None:
+        """Contents for the output's meta/stats.json (None: the source has no stats)."""
+
+    @abc.abstractmethod
+    def meta_files(self) -> list[str]:
+        """The metadata files that define the dataset (hashed into a conversion plan)."""
+
+    @abc.abstractmethod
+    def data_file_rows(self) -> dict[str, int]:
+        """Each data file with the number of rows its episodes account for."""
+
+    # --- shared -----------------------------------------------------------------------
+
+    @property
+    def root(self) -> str:
+        """How messages name the dataset: its directory or URL."""
+        return self.files.describe("")
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.episode_ids)
+
+    def row(self, episode: int) -> dict[str, Any]:
+        """The episode as a dict (length, dataset_from_index, tasks)."""
+        ep = self.episode(episode)
+        return {
+            "episode_index": ep.index,
+            "length": ep.length,
+            "dataset_from_index": ep.start,
+            "dataset_to_index": ep.start + ep.length,
+            "tasks": list(ep.tasks),
+        }
+
+    def tabular_columns(self, column_names: list[str]) -> list[str]:
+        """Columns stored per frame: declared non-video features, then the index columns."""
+        declared = [k for k, f in self.features.items() if f["dtype"] != "video"]
+        return [
+            *(k for k in declared if k not in INDEX_COLUMNS),
+            *(k for k in INDEX_COLUMNS if k in column_names),
+        ]
+
+    def data_schema(self, episode: int) -> pa.Schema:
+        rel = self.data_file(episode)
+        path = self.files.local(rel, f"data file of episode {episode}")
+        try:
+            return pq.read_schema(path)
+        except Exception as e:  # pyarrow raises several types for corrupt files
+            raise SourceError(f"{self.files.describe(rel)}: unreadable parquet ({e})") from e
+
+    def camera_size(self, camera: str) -> tuple[int, int]:
+        """(height, width) of a camera, whether info.json declares HWC or CHW."""
+        feature = self.features[camera]
+        shape, names = list(feature["shape"]), feature.get("names") or []
+        if "height" in names and "width" in names and len(names) == len(shape):
+            return int(shape[names.index("height")]), int(shape[names.index("width")])
+        return int(shape[0]), int(shape[1])
+
+    def source_codec(self, camera: str) -> str:
+        return str(self.features[camera].get("info", {}).get("video.codec", "unknown"))
+
+    def episode_files(self, episode: int) -> list[str]:
+        """The data and video files an episode needs."""
+        rels = [self.data_file(episode)]
+        rels += [self.video_span(episode, cam).rel for cam in self.camera_keys]
+        return list(dict.fromkeys(rels))
+
+    def input_bytes(self, episodes: list[int]) -> dict[int, int]:
+        """Each episode's share of the bytes of the files it reads (files shared by several
+        episodes are split by frame count), for progress rates."""
+        frames_in: dict[str, int] = {}
+        for ep in self.episode_ids:
+            for rel in self.episode_files(ep):
+                frames_in[rel] = frames_in.get(rel, 0) + self.episode(ep).length
+        return {
+            ep: int(
+                sum(
+                    self.files.size(rel) * self.episode(ep).length / max(frames_in[rel], 1)
+                    for rel in self.episode_files(ep)
+                )
+            )
+            for ep in episodes
+        }
+
+    def meta_digest(self) -> str:
+        """sha256 over the metadata files' names and bytes: changes when the source does."""
+        digest = hashlib.sha256()
+        for rel in self.meta_files():
+            digest.update(rel.encode() + b"\0")
+            digest.update(self.files.read_bytes(rel))
+        return digest.hexdigest()
+
+    def read_data_file(self, rel: str, what: str | None = None) -> pa.Table:
+        return read_data_file(self.files.local(rel, what), self.files.describe(rel))
+
+    def check_episode_rows(self, frames: pa.Table, episode: Episode, rel: str) -> None:
+        check_episode_rows(frames, episode, self.files.describe(rel))
+
+
+def camera_keys(info: dict[str, Any]) -> list[str]:
+    return sorted(k for k, f in info["features"].items() if f.get("dtype") == "video")
+
+
+def read_info(files: Files, supported: tuple[str, ...]) -> dict[str, Any]:
+    """meta/info.json, checked for the fields and feature types jaxload needs."""
+    info = load_info(files)
+    where = files.describe("meta/info.json")
+    version = info.get("codebase_version")
+    if version not in supported:
+        raise SourceError(
+            f"{where}: codebase_version {version!r} is not supported "
+            f"(supported: {', '.join(supported)})"
+        )
+    for key in ("fps", "features", "total_frames", "total_episodes", "data_path"):
+        if key not in info:
+            raise SourceError(f"{where}: required field {key!r} missing")
+    if camera_keys(info) and not info.get("video_path"):
+        raise SourceError(f"{where}: has video features but no 'video_path'")
+    for key, feature in info["features"].items():
+        if feature.get("dtype") in ("image", "string"):
+            raise SourceError(
+                f"{where}: feature {key!r} has dtype {feature['dtype']!r}, which jaxload does "
+                "not convert yet (supported: numeric and bool tabular features, video)"
+            )
+    return info
+
+
+def load_info(files: Files) -> dict[str, Any]:
+    """meta/info.json as a dict, or a SourceError saying this is no LeRobot dataset."""
+    where = files.describe("meta/info.json")
+    if not files.remote and not Path(files.describe("")).is_dir():
+        raise SourceError(f"{files.describe('')}: no such dataset directory")
+    if not files.exists("meta/info.json"):
+        raise SourceError(f"{where}: missing; {files.describe('')} is not a LeRobot dataset")
+    try:
+        info = json.loads(files.read_bytes("meta/info.json"))
+    except (OSError, ValueError) as e:
+        raise SourceError(f"{where}: not valid JSON ({e})") from e
+    if not isinstance(info, dict):
+        raise SourceError(f"{where}: not a JSON object")
+    return info
+
+
+def check_episode_rows(frames: pa.Table, episode: Episode, where: str) -> None:
+    ep, length, start = episode.index, episode.length, episode.start
+    if frames.num_rows != length:
+        raise SourceError(
+            f"{where}: episode {ep} should have {length} rows (index {start}"
+            f"..{start + length - 1}) but the file holds {frames.num_rows}"
+        )
+    index = frames["index"].to_numpy()
+    if np.any(np.diff(index) != 1):
+        raise SourceError(f"{where}: episode {ep}: column 'index' is not sorted and contiguous")
+    if length and index[0] != start:
+        raise SourceError(
+            f"{where}: episode {ep}: first frame has index {index[0]}, expected {start} "
+            "(the sum of the lengths of the episodes before it)"
+        )
+    if np.any(frames["episode_index"].to_numpy() != ep):
+        raise SourceError(f"{where}: rows of index {index[0]}..{index[-1]} are not episode {ep}")
+    if np.any(frames["frame_index"].to_numpy() != np.arange(length)):
+        raise SourceError(f"{where}: episode {ep}: frame_index is not 0..{length - 1}")
+
+
+@functools.lru_cache(maxsize=2)
+def read_data_file(path: Path, where: str) -> pa.Table:
+    """Data files may hold many episodes; a worker converting them in order reads each once."""
+    table = read_parquet(path, where)
+    for col in ("index", "episode_index", "frame_index", "timestamp"):
+        if col not in table.column_names:
+            raise SourceError(f"{where}: column {col!r} missing")
+    return table
+
+
+def read_parquet(path: Path, where: str | None = None) -> pa.Table:
+    where = where or str(path)
+    if not Path(path).is_file():
+        raise SourceError(f"{where}: missing")
+    try:
+        return pq.read_table(path)
+    except Exception as e:  # pyarrow raises several types for corrupt files
+        raise SourceError(f"{where}: unreadable parquet ({e})") from e
