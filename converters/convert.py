@@ -1,77 +1,60 @@
-"""`jaxload convert`: a LeRobot dataset in, a jaxload dataset out, atomically.
+"""`jaxload convert`: a LeRobot dataset in, a jaxload dataset out, at any scale, crash-safe.
 
-Episodes are converted in parallel (a process pool) and written in episode order by this
-process, so the output bytes do not depend on the worker count. Everything is written
-into a hidden temp directory beside OUT and renamed to OUT only when complete: OUT never
-exists half-written, and a failure leaves nothing behind.
+1. SRC is resolved (local directory, fsspec URL or hub id: converters/sources.py) and its
+   metadata read (LeRobot v3.0 or v2.1); only metadata is fetched up front.
+2. The selected episodes are cut into work units from their cost (converters/plan.py),
+   independently of the engine and worker count.
+3. The partial directory `.OUT.partial/` beside OUT is locked (one converter per OUT) and
+   its state resumed when it holds an interrupted run of the same plan
+   (converters/partial.py).
+4. Pending units run on the engine, costliest first (converters/engines.py); each
+   finished unit's part and record are written atomically as it completes.
+5. Parts are assembled into shards in episode order, metadata written
+   (converters/assemble.py), and the finished dataset renamed to OUT in one step.
+
+So OUT never exists half-written, the output bytes depend only on the source, the
+options and the episode selection, and rerunning the same command after a crash (SIGKILL
+at any point) finishes the job without redoing finished units.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import multiprocessing
 import os
 import shutil
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from converters import video
-from converters.lerobot_v3 import LeRobotV3Source
-from converters.tabular import features_from_schema, frame_blocks
-from converters.writer import DEFAULT_SHARD_BYTES, ShardWriter
+from converters.assemble import Assembled, assemble, fidelity, reconcile, write_episodes
+from converters.engines import Engine, make_engine
+from converters.hub import HubClient, HubFiles
+from converters.lerobot_common import LeRobotSource
+from converters.lock import JobLock
+from converters.partial import JobState, partial_dir
+from converters.plan import Unit, balance, dispatch_order, plan_document, plan_id, plan_units
+from converters.progress import ConvertReport, ProgressBar
+from converters.remote import RetryPolicy
+from converters.sources import open_files, open_source
+from converters.tabular import features_from_schema
+from converters.units import UnitContext, UnitResult
+from converters.writer import DEFAULT_SHARD_BYTES
 from jaxload import format as fmt
 from jaxload.errors import JaxloadError, SourceError
 from jaxload.format import Camera, DatasetInfo, Feature
 
+__all__ = ["DEFAULT_CRF", "DEFAULT_GOP", "ConvertReport", "convert", "parse_episodes"]
+
 DEFAULT_GOP = 8
 DEFAULT_CRF = 14  # lowest PSNR >= 38 dB vs the AV1 source on the fixtures (docs/FORMAT.md)
-
-
-@dataclasses.dataclass
-class EpisodeResult:
-    """One converted episode, as a worker hands it back."""
-
-    episode_index: int
-    length: int
-    dataset_from_index: int
-    tasks: list[str]
-    frames: list[bytes]  # tabular rows, FRAMES_PER_BLOCK per record
-    streams: dict[str, video.EncodedStream]
-
-
-@dataclasses.dataclass
-class ConvertReport:
-    """What a conversion did, printed at the end of `jaxload convert`."""
-
-    out: Path
-    episodes: int
-    frames: int
-    seconds: float
-    source_bytes: int
-    output_bytes: int
-    psnr: dict[str, tuple[float, float]]  # camera -> (min, mean) dB
-
-    def summary(self) -> str:
-        lines = [
-            f"wrote {self.out}: {self.episodes} episodes, {self.frames} frames "
-            f"in {self.seconds:.1f} s ({self.frames / max(self.seconds, 1e-9):.0f} frames/s)",
-            f"size: {_mb(self.source_bytes)} source -> {_mb(self.output_bytes)} "
-            f"(ratio {self.output_bytes / max(self.source_bytes, 1):.2f})",
-        ]
-        for cam, (lo, mean) in self.psnr.items():
-            lines.append(f"fidelity {cam}: PSNR min {lo:.2f} dB, mean {mean:.2f} dB")
-        return "\n".join(lines)
 
 
 def convert(
@@ -82,65 +65,131 @@ def convert(
     gop: int = DEFAULT_GOP,
     crf: int = DEFAULT_CRF,
     workers: int | None = None,
+    engine: str = "local",
     episodes: Sequence[int] | str | None = None,
     repo_id: str | None = None,
+    revision: str | None = None,
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     progress: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    retry: RetryPolicy | None = None,
+    restart: bool = False,
+    ray_address: str | None = None,
+    hub_client: HubClient | None = None,
+    filesystem: Any = None,
 ) -> ConvertReport:
-    """Converts the LeRobot v3.0 dataset at `src` into a jaxload dataset at `out`.
+    """Converts the LeRobot dataset at `src` (v3.0 or v2.1; a directory, an fsspec URL
+    or a hub id) into a jaxload dataset at `out`.
+
+    `workers`: processes of the local pool (default: every core), or the CPUs of a local
+    Ray instance. `engine`: "local" or "ray". `cache_dir`: where remote files are
+    downloaded (default: inside the partial directory, deleted as soon as no unit needs
+    them). `restart`: discard an interrupted conversion into `out` with other arguments.
+    `hub_client` / `filesystem` replace huggingface_hub / the URL's fsspec filesystem.
 
     Example:
-        >>> report = convert("lerobot/pusht_local", "out/pusht", video_codec="h264", gop=8)
+        >>> report = convert("lerobot/pusht", "out/pusht", workers=8)
         >>> print(report.summary())
     """
     started = time.perf_counter()
     out = Path(out)
-    _check_out(out)
     options = _encode_options(video_codec, gop, crf)
-    source = LeRobotV3Source(src)
-    selected = _select_episodes(source, episodes)
-    features = _features(source, selected[0])
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
+    _check_numbers(workers, shard_bytes)
+    partial = partial_dir(out)
+    if _nonempty(out) and not partial.exists():
+        raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
+    created = not partial.exists()
+    lock = JobLock(partial, what=str(out))
+    lock.acquire()
+    state: JobState | None = None
     try:
-        tmp.mkdir(parents=True)
-        jobs = [(str(source.root), ep, options, features) for ep in selected]
-        n_workers = _worker_count(workers, len(jobs))
-        total = int(sum(source.row(ep)["length"] for ep in selected))
-        results = _parallel_map(_convert_episode, jobs, n_workers)
-        bar = tqdm(
-            total=total,
-            unit="frame",
-            disable=not progress,
-            desc="convert",
-            file=sys.stderr,
-            dynamic_ncols=True,
+        files = open_files(
+            src,
+            revision=revision,
+            cache_dir=cache_dir if cache_dir is not None else partial / "cache",
+            policy=retry,
+            hub_client=hub_client,
+            filesystem=filesystem,
         )
-        with bar:
-            written = _write_episodes(tmp, results, features, shard_bytes, bar)
-        rows, psnr = written.rows, written.psnr
-        info = _dataset_info(source, written, features, options, repo_id, shard_bytes)
-        _write_meta(tmp, source, rows, info)
-        _publish(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        source = open_source(files)
+        job = _Job.plan(source, episodes, options, shard_bytes, _repo_id(files, repo_id))
+        state = JobState.open(partial, job.document, restart=restart)
+        if _nonempty(out):
+            return _already_published(state, out, started)
+        reconcile(state, job.units)
+        done = state.done_units()
+        with make_engine(engine, workers, ray_address=ray_address) as runner:
+            stats = _run_units(job, state, done, runner, progress, owns_cache=cache_dir is None)
+        assembled = assemble(state, job.units, done, source.camera_keys, shard_bytes)
+        info = _dataset_info(job, assembled, done)
+        _write_meta(state.dataset_dir, source, assembled.rows, info)
+        state.mark_published(info.fingerprint)
+        _publish(state.dataset_dir, out)
+        state.remove()
+    except BaseException as e:
+        if (state is None and created) or (state is not None and not state.has_work()):
+            shutil.rmtree(partial, ignore_errors=True)
+        elif isinstance(e, JaxloadError) and e.args:
+            e.args = (
+                f"{e.args[0]}\n(the finished work is kept in {partial}: rerun the same command "
+                "to resume, or delete that directory)",
+                *e.args[1:],
+            )
         raise
-    return ConvertReport(
-        out=out,
-        episodes=len(rows),
-        frames=total,
-        seconds=time.perf_counter() - started,
-        source_bytes=_source_bytes(source, selected),
-        output_bytes=_tree_bytes(out),
-        psnr={cam: (float(v.min()), float(v.mean())) for cam, v in psnr.items()},
-    )
+    finally:
+        lock.release()
+    return _report(job, out, started, done, stats)
 
 
 # --- planning ---------------------------------------------------------------------------
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
+@dataclasses.dataclass
+class _Job:
+    """A planned conversion: the source, what to convert and how, and the units."""
+
+    source: LeRobotSource
+    selected: list[int]
+    features: dict[str, Feature]
+    options: video.EncodeOptions
+    shard_bytes: int
+    repo_id: str | None
+    units: list[Unit]
+    document: dict[str, Any]
+
+    @classmethod
+    def plan(cls, source, episodes, options, shard_bytes, repo_id) -> _Job:
+        selected = _select_episodes(source, episodes)
+        features = _features(source, selected[0])
+        pixels = sum(h * w for h, w in map(source.camera_size, source.camera_keys))
+        shares = source.input_bytes(selected)
+        units = plan_units(
+            selected,
+            [source.episode(ep).length for ep in selected],
+            pixels,
+            [shares[ep] for ep in selected],
+        )
+        identity = source.files.identity() | {
+            "codebase_version": source.codebase_version,
+            "meta_sha256": source.meta_digest(),
+        }
+        settings = {
+            "format_version": fmt.FORMAT_VERSION,
+            "frames_per_block": fmt.FRAMES_PER_BLOCK,
+            "video": dataclasses.asdict(options),
+            "shard_bytes": shard_bytes,
+            "repo_id": repo_id,
+        }
+        document = plan_document(identity, settings, units)
+        return cls(source, selected, features, options, shard_bytes, repo_id, units, document)
+
+    @property
+    def id(self) -> str:
+        return plan_id(self.document)
+
+    @property
+    def frames(self) -> int:
+        return sum(u.frames for u in self.units)
 
 
 def _encode_options(codec: str, gop: int, crf: int) -> video.EncodeOptions:
@@ -151,6 +200,13 @@ def _encode_options(codec: str, gop: int, crf: int) -> video.EncodeOptions:
     if not 0 <= crf <= 51:
         raise JaxloadError(f"--crf {crf}: must be within 0..51")
     return video.EncodeOptions(codec=codec, gop=gop, crf=crf)
+
+
+def _check_numbers(workers: int | None, shard_bytes: int) -> None:
+    if workers is not None and workers < 1:
+        raise JaxloadError(f"--workers {workers}: must be at least 1")
+    if shard_bytes < 1:
+        raise JaxloadError(f"shard size {shard_bytes} bytes: must be at least 1")
 
 
 def parse_episodes(spec: str) -> list[int]:
@@ -171,10 +227,10 @@ def parse_episodes(spec: str) -> list[int]:
     return sorted(selected)
 
 
-def _select_episodes(source: LeRobotV3Source, episodes: Sequence[int] | str | None) -> list[int]:
+def _select_episodes(source: LeRobotSource, episodes: Sequence[int] | str | None) -> list[int]:
     available = source.episode_ids
     if episodes is None:
-        return available
+        return list(available)
     wanted = parse_episodes(episodes) if isinstance(episodes, str) else sorted(set(episodes))
     missing = sorted(set(wanted) - set(available))
     if missing:
@@ -182,181 +238,174 @@ def _select_episodes(source: LeRobotV3Source, episodes: Sequence[int] | str | No
     return wanted
 
 
-def _features(source: LeRobotV3Source, first_episode: int) -> dict[str, Feature]:
-    path = source.data_path(source.row(first_episode))
-    if not path.is_file():
-        raise SourceError(f"{path}: missing (data file of episode {first_episode})")
-    schema = pq.read_schema(path)
+def _features(source: LeRobotSource, first_episode: int) -> dict[str, Feature]:
+    schema = source.data_schema(first_episode)
     columns = source.tabular_columns(schema.names)
-    return features_from_schema(schema, columns, source.features, str(path))
+    where = source.files.describe(source.data_file(first_episode))
+    return features_from_schema(schema, columns, source.features, where)
 
 
-def _worker_count(workers: int | None, jobs: int) -> int:
-    if workers is not None and workers < 1:
-        raise JaxloadError(f"--workers {workers}: must be at least 1")
-    return max(1, min(workers or os.cpu_count() or 1, jobs))
+def _repo_id(files, repo_id: str | None) -> str | None:
+    """--repo-id, or the hub id a hub source was fetched from."""
+    return repo_id or (files.repo_id if isinstance(files, HubFiles) else None)
 
 
-# --- per-episode work (runs in worker processes) -----------------------------------------
-
-_SOURCES: dict[str, LeRobotV3Source] = {}
-
-
-def _convert_episode(job: tuple[str, int, video.EncodeOptions, dict[str, Feature]]):
-    root, episode, options, features = job
-    source = _SOURCES.get(root) or _SOURCES.setdefault(root, LeRobotV3Source(root))
-    row = source.row(episode)
-    table = source.episode_frames(episode)
-    data_path = str(source.data_path(row))
-    timestamps = table["timestamp"].to_numpy().astype(np.float64)
-    streams = {}
-    for cam in source.camera_keys:
-        span = source.video_span(row, cam)
-        if not span.path.is_file():
-            raise SourceError(f"{span.path}: missing (video of episode {episode}, camera {cam})")
-        if span.path.stat().st_size == 0:
-            raise SourceError(f"{span.path}: empty file (video of episode {episode})")
-        if options.codec == "copy":
-            streams[cam] = video.copy_stream(
-                span.path,
-                span.from_timestamp,
-                span.to_timestamp,
-                len(timestamps),
-                source.fps,
-                episode=episode,
-            )
-        else:
-            frames = video.decode_source_frames(
-                span.path, span.from_timestamp, timestamps, episode=episode
-            )
-            streams[cam] = video.transcode(
-                frames, options, source.fps, where=f"{span.path}: episode {episode}"
-            )
-    return EpisodeResult(
-        episode_index=episode,
-        length=int(row["length"]),
-        dataset_from_index=int(row["dataset_from_index"]),
-        tasks=list(row["tasks"]),
-        frames=frame_blocks(table, features, f"{data_path}: episode {episode}"),
-        streams=streams,
-    )
-
-
-def _parallel_map(fn: Callable, jobs: list, workers: int) -> Iterator[Any]:
-    """Yields fn(job) in job order, keeping at most 2 x workers jobs in flight."""
-    if workers == 1:
-        yield from map(fn, jobs)
-        return
-    context = multiprocessing.get_context("spawn")  # torch and FFmpeg do not survive fork
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        pending: collections.deque[Future] = collections.deque()
-        queue = iter(jobs)
-        try:
-            for job in queue:
-                pending.append(pool.submit(fn, job))
-                if len(pending) >= 2 * workers:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
-
-
-# --- writing ------------------------------------------------------------------------------
+# --- running ------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
-class _Written:
-    rows: list[dict[str, Any]]  # meta/episodes.parquet rows
-    psnr: dict[str, np.ndarray]  # camera -> per-frame PSNR over all episodes
-    digest: str  # sha256 over every record written, in order
-    num_shards: int
+class _RunStats:
+    engine: str
+    workers: int
+    resumed: int
+    retries: int
+    balance_lpt: float
+    balance_round_robin: float
+    worker_seconds: dict[str, float]
 
 
-def _write_episodes(
-    root: Path, results: Iterable[EpisodeResult], features, shard_bytes: int, bar: tqdm
-) -> _Written:
-    writer = ShardWriter(root, shard_bytes)
-    rows, psnr = [], collections.defaultdict(list)
+def _run_units(
+    job: _Job,
+    state: JobState,
+    done: dict[int, dict[str, Any]],
+    runner: Engine,
+    progress: bool,
+    *,
+    owns_cache: bool,
+) -> _RunStats:
+    """Runs the pending units, recording each as it finishes (into `done`)."""
+    # Costliest first keeps parallel workers busy to the end; one worker goes in episode
+    # order (same total time, and errors name the first bad episode).
+    order = dispatch_order(job.units) if runner.slots > 1 else range(len(job.units))
+    pending = [job.units[i] for i in order if i not in done]
+    resumed = len(job.units) - len(pending)
+    expected = balance([u.cost for u in job.units], runner.slots)
+    # Retries made while planning (metadata); units report their own.
+    planning_retries = job.source.files.retries
+    stats = _RunStats(
+        runner.name,
+        runner.slots,
+        resumed,
+        planning_retries,
+        expected.lpt,
+        expected.round_robin,
+        {},
+    )
+    if progress:
+        print(_plan_line(job, runner, expected, resumed), file=sys.stderr, flush=True)
+    bar = ProgressBar(
+        total_frames=job.frames,
+        total_episodes=len(job.selected),
+        done_frames=sum(job.units[i].frames for i in done),
+        done_episodes=sum(len(job.units[i].episodes) for i in done),
+        enabled=progress,
+    )
+    evict = _Evictor(job, pending) if owns_cache and job.source.files.remote else None
+
+    def on_result(result: UnitResult) -> None:
+        done[result.unit] = state.record_unit(result)
+        unit = job.units[result.unit]
+        bar.unit_done(unit.frames, len(unit.episodes), unit.input_bytes)
+        stats.retries += result.retries
+        seconds = stats.worker_seconds.get(result.worker, 0.0)
+        stats.worker_seconds[result.worker] = seconds + result.seconds
+        if evict is not None:
+            evict.unit_done(unit)
+
+    context = UnitContext(job.source, job.options, job.features, str(state.tmp_dir), job.id)
     try:
-        for result in results:
-            cams = sorted(result.streams)
-            shard, starts = writer.append_episode(
-                [result.frames, *(result.streams[c].segments for c in cams)]
-            )
-            row = {
-                "episode_index": result.episode_index,
-                "length": result.length,
-                "dataset_from_index": result.dataset_from_index,
-                "tasks": result.tasks,
-                "shard": shard,
-                "frames_record_start": starts[0],
-            }
-            for cam, start in zip(cams, starts[1:]):
-                stream = result.streams[cam]
-                row[fmt.segment_column(cam, "record_start")] = start
-                row[fmt.segment_column(cam, "segment_starts")] = stream.segment_starts
-                row[fmt.segment_column(cam, "psnr_min")] = float(stream.psnr.min())
-                psnr[cam].append(stream.psnr)
-            rows.append(row)
-            bar.update(result.length)
+        if pending:
+            runner.run(context, pending, on_result)
     finally:
-        writer.close()
-    psnr = {cam: np.concatenate(v) for cam, v in psnr.items()}
-    return _Written(rows, psnr, writer.digest.hexdigest(), writer.num_shards)
+        bar.close()
+    return stats
 
 
-def _dataset_info(source, written: _Written, features, options, repo_id, shard_bytes):
-    rows, psnr = written.rows, written.psnr
-    cameras = {
-        cam: Camera(
-            codec=options.codec if options.codec != "copy" else _source_codec(source, cam),
-            height=int(source.features[cam]["shape"][0]),
-            width=int(source.features[cam]["shape"][1]),
+def _plan_line(job: _Job, runner: Engine, expected, resumed: int) -> str:
+    source = job.source
+    line = (
+        f"convert {source.root} (LeRobot {source.codebase_version}): "
+        f"{len(job.selected)} episodes, {job.frames} frames in {len(job.units)} units on "
+        f"{runner.slots} {runner.name} worker(s); cost balance max/mean {expected.lpt:.2f} "
+        f"(round-robin {expected.round_robin:.2f})"
+    )
+    if resumed:
+        line += f"; resuming: {resumed} of {len(job.units)} units already done"
+    return line
+
+
+class _Evictor:
+    """Deletes a downloaded source file once no pending unit needs it (owned caches)."""
+
+    def __init__(self, job: _Job, pending: Sequence[Unit]):
+        self.files = job.source.files
+        self.needs = {u.index: self._files_of(job.source, u) for u in pending}
+        self.count = collections.Counter(f for fs in self.needs.values() for f in fs)
+
+    @staticmethod
+    def _files_of(source: LeRobotSource, unit: Unit) -> set[str]:
+        return {f for ep in unit.episodes for f in source.episode_files(ep)}
+
+    def unit_done(self, unit: Unit) -> None:
+        for rel in self.needs.pop(unit.index, ()):
+            self.count[rel] -= 1
+            if self.count[rel] == 0:
+                self.files.evict(rel)
+
+
+# --- finishing ------------------------------------------------------------------------------
+
+
+def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> DatasetInfo:
+    source, options, rows = job.source, job.options, assembled.rows
+    cameras = {}
+    for cam in source.camera_keys:
+        height, width = source.camera_size(cam)
+        cameras[cam] = Camera(
+            codec=options.codec if options.codec != "copy" else source.source_codec(cam),
+            height=height,
+            width=width,
             pix_fmt="yuv420p",
             gop=None if options.codec == "copy" else options.gop,
             crf=None if options.codec == "copy" else options.crf,
-            source_codec=_source_codec(source, cam),
+            source_codec=source.source_codec(cam),
         )
-        for cam in source.camera_keys
-    }
     fingerprint = fmt.content_fingerprint(
         source.fps,
-        features,
+        job.features,
         cameras,
         [(r["episode_index"], r["length"], r["tasks"]) for r in rows],
-        written.digest,
+        assembled.digest,
     )
+    described = {
+        "format": "lerobot",
+        "codebase_version": source.codebase_version,
+        "repo_id": job.repo_id,
+        "robot_type": source.info.get("robot_type"),
+    }
+    if isinstance(source.files, HubFiles):
+        described["revision"] = source.files.sha
     return DatasetInfo(
         fps=source.fps,
         total_frames=int(sum(r["length"] for r in rows)),
         total_episodes=len(rows),
-        features=features,
+        features=job.features,
         cameras=cameras,
-        num_shards=written.num_shards,
+        num_shards=assembled.num_shards,
         fingerprint=fingerprint,
-        source={
-            "format": "lerobot",
-            "codebase_version": source.info["codebase_version"],
-            "repo_id": repo_id,
-            "robot_type": source.info.get("robot_type"),
-        },
+        source=described,
         converter={
             "frames_per_block": fmt.FRAMES_PER_BLOCK,
             "video_codec": options.codec,
             "gop": options.gop,
             "crf": options.crf,
-            "shard_bytes": shard_bytes,
+            "shard_bytes": job.shard_bytes,
             "fidelity_psnr_db": {
-                cam: {"min": _finite(v.min()), "mean": _finite(v.mean())} for cam, v in psnr.items()
+                cam: {"min": _finite(lo), "mean": _finite(mean)}
+                for cam, (lo, mean) in fidelity(done, source.camera_keys).items()
             },
         },
     )
-
-
-def _source_codec(source: LeRobotV3Source, cam: str) -> str:
-    return str(source.features[cam].get("info", {}).get("video.codec", "unknown"))
 
 
 def _finite(x: float) -> float | None:
@@ -364,40 +413,79 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def _write_meta(root: Path, source: LeRobotV3Source, rows, info: DatasetInfo) -> None:
+def _write_meta(root: Path, source: LeRobotSource, rows, info: DatasetInfo) -> None:
     meta = root / "meta"
-    meta.mkdir(exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), meta / "episodes.parquet")
+    meta.mkdir(parents=True, exist_ok=True)
+    write_episodes(root, rows, source.camera_keys)
     tasks = sorted(source.tasks.items())
     pq.write_table(
         pa.table({"task_index": [i for i, _ in tasks], "task": [t for _, t in tasks]}),
         meta / "tasks.parquet",
     )
-    stats = source.root / "meta" / "stats.json"
-    if stats.is_file():
-        shutil.copyfile(stats, meta / "stats.json")
+    stats = source.stats_json()
+    if stats is not None:
+        (meta / "stats.json").write_bytes(stats)
     fmt.write_json_atomic(root / fmt.INFO_PATH, info.to_json())
 
 
-def _publish(tmp: Path, out: Path) -> None:
+def _publish(dataset: Path, out: Path) -> None:
     """Makes the finished dataset visible under its name in one rename."""
     if out.is_dir():
         out.rmdir()  # empty (checked at the start); rename cannot replace a directory
-    os.rename(tmp, out)
+    os.rename(dataset, out)
 
 
-def _source_bytes(source: LeRobotV3Source, episodes: list[int]) -> int:
-    files = set()
-    for ep in episodes:
-        row = source.row(ep)
-        files.add(source.data_path(row))
-        files.update(source.video_span(row, cam).path for cam in source.camera_keys)
-    return sum(f.stat().st_size for f in files)
+def _already_published(state: JobState, out: Path, started: float) -> ConvertReport:
+    """OUT exists: fine only when it is this job's result (killed before cleaning up)."""
+    from jaxload.doctor import is_jaxload_dataset
+
+    published = state.published_fingerprint()
+    if published is None or not is_jaxload_dataset(out):
+        raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
+    info = fmt.read_info(out)
+    if info.fingerprint != published:
+        raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
+    state.remove()
+    return ConvertReport(
+        out=out,
+        episodes=info.total_episodes,
+        frames=info.total_frames,
+        seconds=time.perf_counter() - started,
+        source_bytes=0,
+        output_bytes=_tree_bytes(out),
+        psnr={},
+    )
+
+
+def _report(job: _Job, out: Path, started: float, done, stats: _RunStats) -> ConvertReport:
+    return ConvertReport(
+        out=out,
+        episodes=len(job.selected),
+        frames=job.frames,
+        seconds=time.perf_counter() - started,
+        source_bytes=_source_bytes(job),
+        output_bytes=_tree_bytes(out),
+        psnr=fidelity(done, job.source.camera_keys),
+        source=f"{job.source.root} (LeRobot {job.source.codebase_version})",
+        engine=stats.engine,
+        workers=stats.workers,
+        units=len(job.units),
+        resumed_units=stats.resumed,
+        retries=stats.retries,
+        balance_lpt=stats.balance_lpt,
+        balance_round_robin=stats.balance_round_robin,
+        worker_seconds=stats.worker_seconds,
+    )
+
+
+def _source_bytes(job: _Job) -> int:
+    rels = {rel for ep in job.selected for rel in job.source.episode_files(ep)}
+    return sum(job.source.files.size(rel) for rel in rels)
+
+
+def _nonempty(path: Path) -> bool:
+    return path.exists() and (not path.is_dir() or any(path.iterdir()))
 
 
 def _tree_bytes(root: Path) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
-
-
-def _mb(n: int) -> str:
-    return f"{n / 2**20:.2f} MB"

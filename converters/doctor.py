@@ -1,42 +1,69 @@
-"""`jaxload doctor` on a LeRobot v3.0 source: what would break a conversion or training.
+"""`jaxload doctor` on a LeRobot source (v3.0 or v2.1): what would break a conversion or
+training.
 
 Public datasets ship videos that are dozens of frames short, data files with orphan
 rows, and fps that disagree between metadata and streams; each check names the file and
-the episode at fault.
+the episode at fault. The source may be a directory, a hub id or an fsspec URL (remote
+files are fetched into a temporary cache, deleted afterwards).
 """
 
 from __future__ import annotations
 
-import collections
+import os
+import tempfile
 from pathlib import Path
 
 import av
 import numpy as np
 
-from converters import lerobot_v3
+from converters import lerobot_v3, lerobot_v21
+from converters.files import Files
+from converters.lerobot_common import LeRobotSource, load_info, read_info
+from converters.sources import READERS, open_files
 from jaxload.doctor import CheckResult, run_checks
 from jaxload.errors import SourceError
 
 TIMESTAMP_TOLERANCE_S = 1e-4
 
 
-def check_source(path: str | Path) -> list[CheckResult]:
-    root = Path(path)
+def check_source(path: str | os.PathLike, *, revision: str | None = None) -> list[CheckResult]:
+    """Runs the source checks; one CheckResult per check."""
+    with tempfile.TemporaryDirectory(prefix="jaxload-doctor-") as cache:
+        files = open_files(path, revision=revision, cache_dir=cache)
+        return _checks(files)
+
+
+def _checks(files: Files) -> list[CheckResult]:
     state: dict = {}
 
     def metadata():
-        state["info"] = info = lerobot_v3.read_info(root)
+        info = load_info(files)
+        version = info.get("codebase_version")
+        reader = READERS.get(version)
+        if reader is None:
+            raise SourceError(
+                f"{files.describe('meta/info.json')}: codebase_version {version!r} is not "
+                f"supported (supported: {', '.join(sorted(READERS))})"
+            )
+        state["reader"] = reader
+        state["info"] = info = read_info(files, reader.SUPPORTED_VERSIONS)
         return f"codebase {info['codebase_version']}, fps {info['fps']}"
 
     def episodes():
-        state["episodes"] = lerobot_v3.read_episodes(root, state["info"])
-        return f"{state['episodes'].num_rows} episodes tile [0, {state['info']['total_frames']})"
+        info = state["info"]
+        if state["reader"] is lerobot_v21.LeRobotV21Source:
+            count = len(lerobot_v21.read_episodes(files, info))
+        else:
+            count = lerobot_v3.read_episodes(files, info).num_rows
+        return f"{count} episodes tile [0, {info['total_frames']})"
 
     def tasks():
-        return f"{len(lerobot_v3.read_tasks(root))} tasks"
+        if state["reader"] is lerobot_v21.LeRobotV21Source:
+            return f"{len(lerobot_v21.read_tasks(files))} tasks"
+        return f"{len(lerobot_v3.read_tasks(files))} tasks"
 
     def data_files():
-        state["source"] = source = lerobot_v3.LeRobotV3Source(root)
+        state["source"] = source = state["reader"](files)
         return _check_data_files(source)
 
     def timestamps():
@@ -57,27 +84,29 @@ def check_source(path: str | Path) -> list[CheckResult]:
     )
 
 
-def _check_data_files(source: lerobot_v3.LeRobotV3Source) -> str:
-    expected = collections.Counter()
+def _check_data_files(source: LeRobotSource) -> str:
     for ep in source.episode_ids:
         source.episode_frames(ep)  # raises naming file and episode
-        expected[source.data_path(source.row(ep))] += source.row(ep)["length"]
-    for path, rows in expected.items():
-        table = lerobot_v3.read_data_file(path)
+    expected = source.data_file_rows()
+    for rel, rows in expected.items():
+        table = source.read_data_file(rel)
+        where = source.files.describe(rel)
         if table.num_rows != rows:
             raise SourceError(
-                f"{path}: holds {table.num_rows} rows but its episodes account for {rows} "
+                f"{where}: holds {table.num_rows} rows but its episodes account for {rows} "
                 f"({table.num_rows - rows} orphan rows)"
             )
         if np.any(np.diff(table["index"].to_numpy()) <= 0):
-            raise SourceError(f"{path}: column 'index' is not sorted")
-    unreferenced = sorted(set((source.root / "data").glob("chunk-*/*.parquet")) - set(expected))
+            raise SourceError(f"{where}: column 'index' is not sorted")
+    unreferenced = sorted(set(source.files.glob("data/*/*.parquet")) - set(expected))
     if unreferenced:
-        raise SourceError(f"{unreferenced[0]}: data file not referenced by any episode")
+        raise SourceError(
+            f"{source.files.describe(unreferenced[0])}: data file not referenced by any episode"
+        )
     return f"{len(expected)} data files"
 
 
-def _check_timestamps(source: lerobot_v3.LeRobotV3Source) -> str:
+def _check_timestamps(source: LeRobotSource) -> str:
     for ep in source.episode_ids:
         table = source.episode_frames(ep)
         ts = table["timestamp"].to_numpy().astype(np.float64)
@@ -85,43 +114,44 @@ def _check_timestamps(source: lerobot_v3.LeRobotV3Source) -> str:
         bad = np.flatnonzero(np.abs(ts - expected) > TIMESTAMP_TOLERANCE_S)
         if bad.size:
             raise SourceError(
-                f"{source.data_path(source.row(ep))}: episode {ep}: timestamp {ts[bad[0]]} at "
-                f"frame {bad[0]} is not frame_index / fps ({expected[bad[0]]}) at fps "
-                f"{source.fps}"
+                f"{source.files.describe(source.data_file(ep))}: episode {ep}: timestamp "
+                f"{ts[bad[0]]} at frame {bad[0]} is not frame_index / fps ({expected[bad[0]]}) "
+                f"at fps {source.fps}"
             )
     return f"fps {source.fps}"
 
 
-def _check_videos(source: lerobot_v3.LeRobotV3Source) -> str:
+def _check_videos(source: LeRobotSource) -> str:
     """Each file must hold the frames up to the last episode's to_timestamp."""
-    needed: dict[Path, tuple[int, int, str]] = {}  # file -> (frames needed, episode, camera)
+    needed: dict[str, tuple[int, int, str]] = {}  # file -> (frames needed, episode, camera)
     for ep in source.episode_ids:
-        row = source.row(ep)
+        length = source.episode(ep).length
         for cam in source.camera_keys:
-            span = source.video_span(row, cam)
-            frames = round(span.from_timestamp * source.fps) + row["length"]
-            if frames > needed.get(span.path, (0,))[0]:
-                needed[span.path] = (frames, ep, cam)
-    for path, (frames, ep, cam) in sorted(needed.items()):
-        count, fps = _count_frames(path, ep)
+            span = source.video_span(ep, cam)
+            frames = round(span.from_timestamp * source.fps) + length
+            if frames > needed.get(span.rel, (0,))[0]:
+                needed[span.rel] = (frames, ep, cam)
+    for rel, (frames, ep, cam) in sorted(needed.items()):
+        where = source.files.describe(rel)
+        path = source.files.local(rel, f"video of episode {ep}, camera {cam}")
+        count, fps = _count_frames(path, where, ep)
         if abs(fps - source.fps) > 1e-3:
             raise SourceError(
-                f"{path}: stream runs at {fps:g} fps but meta/info.json says {source.fps}"
+                f"{where}: stream runs at {fps:g} fps but meta/info.json says {source.fps}"
             )
         if count < frames:
             raise SourceError(
-                f"{path}: holds {count} frames, but episode {ep} ({cam}) needs {frames}: "
+                f"{where}: holds {count} frames, but episode {ep} ({cam}) needs {frames}: "
                 f"the video is {frames - count} frames short"
             )
+        source.files.evict(rel)  # a remote check keeps one video at a time on disk
     return f"{len(needed)} video files"
 
 
-def _count_frames(path: Path, episode: int) -> tuple[int, float]:
+def _count_frames(path: Path, where: str, episode: int) -> tuple[int, float]:
     """Frames in a video by counting packets (headers may lie), and its average fps."""
-    if not path.is_file():
-        raise SourceError(f"{path}: missing (video of episode {episode})")
     if path.stat().st_size == 0:
-        raise SourceError(f"{path}: empty file (video of episode {episode})")
+        raise SourceError(f"{where}: empty file (video of episode {episode})")
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
@@ -131,5 +161,5 @@ def _count_frames(path: Path, episode: int) -> tuple[int, float]:
             container.seek(0)
             next(container.decode(stream))
     except (av.FFmpegError, IndexError, StopIteration, OSError) as e:
-        raise SourceError(f"{path}: unreadable video (episode {episode}): {e}") from e
+        raise SourceError(f"{where}: unreadable video (episode {episode}): {e}") from e
     return count, fps

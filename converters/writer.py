@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from array_record.python.array_record_module import ArrayRecordWriter
 
@@ -18,16 +18,29 @@ class ShardWriter:
 
     An episode never spans two shards, so one sample always reads from one file. The
     output depends only on the order and content of the episodes appended.
+
+    Each shard is written under a temp name and renamed when it is complete; then
+    `on_close(shard, records, bytes)` runs (the converter checkpoints there). To resume
+    after shard k-1, pass `first_shard=k` and the digest of the records of shards < k.
     """
 
-    def __init__(self, root: str | os.PathLike, shard_bytes: int = DEFAULT_SHARD_BYTES):
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        shard_bytes: int = DEFAULT_SHARD_BYTES,
+        *,
+        first_shard: int = 0,
+        digest=None,
+        on_close: Callable[[int, int, int], None] | None = None,
+    ):
         self._root = root
         self._shard_bytes = shard_bytes
+        self._on_close = on_close
         self._writer: ArrayRecordWriter | None = None
-        self._shard = -1
+        self._shard = first_shard - 1
         self._records = 0
         self._bytes = 0
-        self.digest = hashlib.sha256()
+        self.digest = digest or hashlib.sha256()
 
     def append_episode(self, blocks: Sequence[Sequence[bytes]]) -> tuple[int, list[int]]:
         """Writes the episode's record blocks; returns its shard and each block's first record."""
@@ -48,16 +61,43 @@ class ShardWriter:
     def num_shards(self) -> int:
         return self._shard + 1
 
+    def _path(self, shard: int) -> str:
+        return os.path.join(self._root, fmt.shard_path(shard))
+
     def _next_shard(self) -> None:
         self.close()
         self._shard += 1
-        path = os.path.join(self._root, fmt.shard_path(self._shard))
+        path = self._path(self._shard)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        self._writer = ArrayRecordWriter(path, fmt.WRITER_OPTIONS)
+        self._writer = ArrayRecordWriter(path + ".tmp", fmt.WRITER_OPTIONS)
         self._records = 0
         self._bytes = 0
 
     def close(self) -> None:
+        """Finishes the open shard: complete under its name, then `on_close`."""
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._writer = None
+        path = self._path(self._shard)
+        _fsync(path + ".tmp")
+        os.replace(path + ".tmp", path)
+        if self._on_close is not None:
+            self._on_close(self._shard, self._records, os.path.getsize(path))
+
+    def abort(self) -> None:
+        """Drops the open shard (after an error): nothing half-written keeps a shard's name."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            path = self._path(self._shard) + ".tmp"
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

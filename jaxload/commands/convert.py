@@ -1,26 +1,68 @@
-"""jaxload convert SRC OUT: a LeRobot dataset in, a jaxload dataset out."""
+"""jaxload convert SRC OUT: a LeRobot dataset (v3.0 or v2.1; a directory, a hub dataset id
+or an fsspec URL) in, a jaxload dataset out. Rerunning the same command after a crash
+resumes it; docs/CONVERT.md has the details."""
 
 import argparse
+import logging
+import sys
 
 NAME = "convert"
-HELP = "convert a LeRobot v3.0 dataset into a jaxload dataset"
+HELP = "convert a LeRobot dataset (directory, hub id or URL; v3.0 or v2.1) into a jaxload dataset"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("src", help="LeRobot dataset directory")
+    parser.add_argument(
+        "src",
+        help="LeRobot dataset: a directory, a hub dataset id (lerobot/pusht) or an fsspec "
+        "URL (hf://, gs://, s3://, file://)",
+    )
     parser.add_argument("out", help="output directory (must not exist, or be empty)")
     parser.add_argument("--repo-id", help="recorded in the metadata as the source's hub repo id")
+    parser.add_argument("--revision", help="hub branch, tag or commit (hub ids only; default main)")
     parser.add_argument("--video-codec", choices=["h264", "hevc", "copy"], default="h264")
     parser.add_argument("--gop", type=int, default=None, help="frames per GOP (default 8)")
     parser.add_argument("--crf", type=int, default=None, help="x264/x265 crf (default 14)")
-    parser.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
-    parser.add_argument("--engine", choices=["local"], default="local")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="worker processes, or Ray CPUs (default: cores)"
+    )
+    parser.add_argument("--engine", choices=["local", "ray"], default="local")
+    parser.add_argument(
+        "--ray-address",
+        help='Ray cluster to join ("auto" on a cluster node; default: RAY_ADDRESS or a local Ray)',
+    )
     parser.add_argument("--episodes", help='episodes to convert, e.g. "0-9,12"')
+    parser.add_argument(
+        "--shard-mb", type=float, default=None, help="output shard size in MiB (default 256)"
+    )
+    parser.add_argument(
+        "--cache-dir",
+        help="keep downloaded source files here (default: a cache inside OUT's partial "
+        "directory, emptied as the conversion goes)",
+    )
+    parser.add_argument(
+        "--retries", type=int, default=None, help="attempts per remote read (default 6)"
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="discard an interrupted conversion into OUT made with other arguments",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
     from converters.convert import DEFAULT_CRF, DEFAULT_GOP, convert
+    from converters.remote import RetryPolicy
+    from converters.writer import DEFAULT_SHARD_BYTES
 
+    logging.basicConfig(stream=sys.stderr, format="jaxload convert: %(message)s")
+    retry = None
+    if args.retries is not None:
+        if args.retries < 1:
+            print("jaxload convert: error: --retries must be at least 1", file=sys.stderr)
+            return 2
+        retry = RetryPolicy(attempts=args.retries)
+    shard_bytes = DEFAULT_SHARD_BYTES if args.shard_mb is None else int(args.shard_mb * 2**20)
     report = convert(
         args.src,
         args.out,
@@ -28,8 +70,16 @@ def run(args: argparse.Namespace) -> int:
         gop=args.gop or DEFAULT_GOP,
         crf=DEFAULT_CRF if args.crf is None else args.crf,
         workers=args.workers,
+        engine=args.engine,
         episodes=args.episodes,
         repo_id=args.repo_id,
+        revision=args.revision,
+        shard_bytes=shard_bytes,
+        progress=not args.no_progress,
+        cache_dir=args.cache_dir,
+        retry=retry,
+        restart=args.restart,
+        ray_address=args.ray_address,
     )
     print(report.summary())
     return 0

@@ -1,0 +1,214 @@
+"""Assembling finished units into the output dataset: shards, then metadata.
+
+Parts are read in unit order and their episodes appended to shards by `ShardWriter`
+(a new shard past shard_bytes, an episode never split), so shard boundaries and bytes
+depend only on the episodes, not on how the units were run. Each finished shard is
+checkpointed (`assembly/shard-NNNNN.json`: the episodes it ends before and their rows)
+and the parts it used up are deleted, so the partial directory holds about one copy of
+the output, and a run killed during assembly resumes at the next shard: the records of
+the finished shards are re-read once to continue the content digest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from array_record.python.array_record_module import ArrayRecordReader
+
+from converters.partial import JobState, write_json_durable
+from converters.plan import Unit
+from converters.writer import ShardWriter
+from jaxload import format as fmt
+
+READ_BATCH = 256  # records per read when re-hashing a finished shard
+
+
+@dataclasses.dataclass
+class Assembled:
+    rows: list[dict[str, Any]]  # meta/episodes.parquet rows, in episode order
+    num_shards: int
+    digest: str  # sha256 over every record in shard order (fmt.hash_record)
+
+
+def reconcile(state: JobState, units: Sequence[Unit]) -> None:
+    """Before a (re)run: drops assembly checkpoints whose shard is gone, and forgets
+    assembled units that those shards held (their parts are gone: they run again)."""
+    checkpoints = state.shard_checkpoints()
+    valid = 0
+    for checkpoint in checkpoints:
+        path = state.dataset_dir / fmt.shard_path(checkpoint["shard"])
+        if not (path.is_file() and path.stat().st_size == checkpoint["size"]):
+            break
+        valid += 1
+    for checkpoint in checkpoints[valid:]:
+        state.shard_checkpoint_path(checkpoint["shard"]).unlink(missing_ok=True)
+    covered = checkpoints[valid - 1]["stop"] if valid else 0
+    done = state.done_units()
+    for unit, stop in zip(units, _unit_stops(units)):
+        record = done.get(unit.index)
+        if record is not None and record.get("assembled") and stop > covered:
+            state.unit_record_path(unit.index).unlink(missing_ok=True)
+
+
+def assemble(
+    state: JobState,
+    units: Sequence[Unit],
+    records: dict[int, dict[str, Any]],
+    cameras: Sequence[str],
+    shard_bytes: int,
+) -> Assembled:
+    """Writes every shard (resuming after the last checkpoint) into state.dataset_dir."""
+    checkpoints = state.shard_checkpoints()
+    rows = [row for checkpoint in checkpoints for row in checkpoint["rows"]]
+    digest = hashlib.sha256()
+    for checkpoint in checkpoints:
+        _rehash(state.dataset_dir / fmt.shard_path(checkpoint["shard"]), digest)
+    resume_at = checkpoints[-1]["stop"] if checkpoints else 0
+    stops = _unit_stops(units)
+    shard_rows: list[dict[str, Any]] = []
+    appended = resume_at  # episodes (in plan order) appended so far
+    next_unit = 0  # first unit whose part may still be needed
+
+    def on_close(shard: int, count: int, size: int) -> None:
+        nonlocal next_unit
+        checkpoint = {
+            "shard": shard,
+            "stop": appended,
+            "records": count,
+            "size": size,
+            "rows": list(shard_rows),
+        }
+        write_json_durable(state.shard_checkpoint_path(shard), checkpoint)
+        rows.extend(shard_rows)
+        shard_rows.clear()
+        while next_unit < len(units) and stops[next_unit] <= appended:
+            index = units[next_unit].index
+            if not records[index].get("assembled"):
+                state.mark_assembled(index, records[index])
+                records[index] = records[index] | {"assembled": True}
+            next_unit += 1
+
+    writer = ShardWriter(
+        state.dataset_dir,
+        shard_bytes,
+        first_shard=len(checkpoints),
+        digest=digest,
+        on_close=on_close,
+    )
+    try:
+        for unit, stop in zip(units, stops):
+            if stop <= resume_at:
+                continue
+            first = stop - len(unit.episodes)
+            for position, (episode, blocks) in enumerate(
+                _part_episodes(state.part_path(unit.index), records[unit.index], cameras),
+                start=first,
+            ):
+                if position < resume_at:
+                    continue
+                shard, starts = writer.append_episode(blocks)
+                shard_rows.append(_row(episode, shard, starts, cameras))
+                appended = position + 1
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return Assembled(rows, writer.num_shards, digest.hexdigest())
+
+
+def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> pa.Table:
+    """meta/episodes.parquet with an explicit schema (rows may come back from JSON)."""
+    fields = [
+        ("episode_index", pa.int64()),
+        ("length", pa.int64()),
+        ("dataset_from_index", pa.int64()),
+        ("tasks", pa.list_(pa.string())),
+        ("shard", pa.int64()),
+        ("frames_record_start", pa.int64()),
+    ]
+    for cam in cameras:
+        fields += [
+            (fmt.segment_column(cam, "record_start"), pa.int64()),
+            (fmt.segment_column(cam, "segment_starts"), pa.list_(pa.int64())),
+            (fmt.segment_column(cam, "psnr_min"), pa.float64()),
+        ]
+    schema = pa.schema(fields)
+    return pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in rows], schema=schema)
+
+
+def write_episodes(root: Path, rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> None:
+    pq.write_table(episodes_table(rows, cameras), Path(root) / fmt.EPISODES_PATH)
+
+
+def _unit_stops(units: Sequence[Unit]) -> list[int]:
+    """For each unit, the plan position just past its last episode."""
+    stops, total = [], 0
+    for unit in units:
+        total += len(unit.episodes)
+        stops.append(total)
+    return stops
+
+
+def _part_episodes(path: Path, record: dict[str, Any], cameras: Sequence[str]):
+    """(episode record, record blocks) of each episode in a unit's part, in order."""
+    reader = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
+    try:
+        start = 0
+        for episode in record["episodes"]:
+            counts = [episode["frame_records"]]
+            counts += [len(episode["videos"][cam]["segment_starts"]) for cam in cameras]
+            data = reader.read(list(range(start, start + sum(counts))))
+            start += sum(counts)
+            blocks, offset = [], 0
+            for n in counts:
+                blocks.append(data[offset : offset + n])
+                offset += n
+            yield episode, blocks
+    finally:
+        reader.close()
+
+
+def _row(episode: dict[str, Any], shard: int, starts: list[int], cameras: Sequence[str]):
+    row = {
+        "episode_index": episode["episode_index"],
+        "length": episode["length"],
+        "dataset_from_index": episode["dataset_from_index"],
+        "tasks": list(episode["tasks"]),
+        "shard": shard,
+        "frames_record_start": starts[0],
+    }
+    for cam, start in zip(cameras, starts[1:]):
+        stream = episode["videos"][cam]
+        row[fmt.segment_column(cam, "record_start")] = start
+        row[fmt.segment_column(cam, "segment_starts")] = stream["segment_starts"]
+        row[fmt.segment_column(cam, "psnr_min")] = float(stream["psnr_min"])
+    return row
+
+
+def _rehash(path: Path, digest) -> None:
+    reader = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
+    try:
+        n = reader.num_records()
+        for first in range(0, n, READ_BATCH):
+            for record in reader.read(list(range(first, min(first + READ_BATCH, n)))):
+                fmt.hash_record(digest, record)
+    finally:
+        reader.close()
+
+
+def fidelity(records: dict[int, dict[str, Any]], cameras: Sequence[str]):
+    """camera -> (min, mean) PSNR over every frame of every episode (dB, inf = lossless)."""
+    out = {}
+    for cam in cameras:
+        videos = [e["videos"][cam] for _, r in sorted(records.items()) for e in r["episodes"]]
+        count = sum(v["psnr_count"] for v in videos)
+        total = math.fsum(float(v["psnr_sum"]) for v in videos)
+        out[cam] = (min(float(v["psnr_min"]) for v in videos), total / max(count, 1))
+    return out

@@ -1,0 +1,225 @@
+"""The partial directory of a conversion: everything a crashed run leaves to resume from.
+
+It sits beside OUT as `.OUT.partial/` (hidden, never a dataset), so a rerun of the same
+command finds it:
+
+    lock                     flock'd by the running converter (converters/lock.py)
+    plan.json                source identity, options and units: a rerun resumes only
+                             when it plans the same
+    units/unit-NNNNN.json    one per finished unit: its episodes' metadata
+    parts/unit-NNNNN.array_record   that unit's records
+    assembly/shard-NNNNN.json       one per finished output shard (assembly checkpoints)
+    dataset/                 the output being assembled; renamed to OUT when complete
+    published.json           written just before that rename (fingerprint)
+    tmp/                     part files being written by workers
+    cache/                   downloaded source files (remote sources)
+
+Every record is written durably and atomically: a unique temp name, fsync, `os.replace`,
+fsync of the directory. A unit counts as done only once its part is in place and then
+its record, so a SIGKILL between any two steps leaves either a finished unit or none.
+
+Example:
+    >>> state = JobState.open(partial_dir(out), plan_document, restart=False)
+    >>> state.done_units()        # {unit index: manifest record}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from converters.units import UnitResult
+from jaxload.errors import JaxloadError
+
+PLAN = "plan.json"
+PUBLISHED = "published.json"
+
+
+def partial_dir(out: Path) -> Path:
+    """`.OUT.partial` beside OUT: deterministic, so a rerun finds it."""
+    out = Path(out)
+    return out.parent / f".{out.name}.partial"
+
+
+class PlanMismatch(JaxloadError):
+    """The partial directory belongs to a conversion with another source or options."""
+
+
+class JobState:
+    """Reads and writes one conversion's partial directory (the caller holds its lock)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.units_dir = self.root / "units"
+        self.parts_dir = self.root / "parts"
+        self.assembly_dir = self.root / "assembly"
+        self.dataset_dir = self.root / "dataset"
+        self.tmp_dir = self.root / "tmp"
+        self.cache_dir = self.root / "cache"
+
+    @classmethod
+    def open(cls, root: Path, plan: dict[str, Any], *, restart: bool = False) -> JobState:
+        """The job's state: resumed when its plan matches, new otherwise (see `restart`).
+
+        A partial directory from a conversion with another plan is refused, unless
+        `restart`, which discards it.
+        """
+        state = cls(root)
+        stored = state.plan()
+        if stored is not None and stored != plan:
+            if not restart:
+                done = len(state.done_units())
+                raise PlanMismatch(
+                    f"{root}: holds an interrupted conversion with another source, options "
+                    f"or episodes ({done} finished units); rerun it with its original "
+                    "arguments to finish it, or add --restart to discard it"
+                )
+            stored = None
+        if stored is None or restart:
+            state._clear()
+            write_json_durable(state.root / PLAN, plan)
+        for directory in (state.units_dir, state.parts_dir, state.assembly_dir, state.tmp_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        _clear_dir(state.tmp_dir)  # parts of units that were in flight when a run died
+        return state
+
+    def plan(self) -> dict[str, Any] | None:
+        return read_json(self.root / PLAN)
+
+    # --- units --------------------------------------------------------------------------
+
+    def unit_record_path(self, unit: int) -> Path:
+        return self.units_dir / f"unit-{unit:05d}.json"
+
+    def part_path(self, unit: int) -> Path:
+        return self.parts_dir / f"unit-{unit:05d}.array_record"
+
+    def done_units(self) -> dict[int, dict[str, Any]]:
+        """Finished units whose part is still there (a part is deleted once assembled
+        into finished shards; its record stays and says so)."""
+        done = {}
+        if not self.units_dir.is_dir():
+            return done
+        for path in sorted(self.units_dir.glob("unit-*.json")):
+            record = read_json(path)
+            if record is None:
+                continue
+            part = self.part_path(record["unit"])
+            if record.get("assembled") or (
+                part.is_file() and part.stat().st_size == record.get("part_size")
+            ):
+                done[record["unit"]] = record
+        return done
+
+    def record_unit(self, result: UnitResult) -> dict[str, Any]:
+        """Moves the unit's part into place, then records the unit as done (in that order)."""
+        final = self.part_path(result.unit)
+        if result.part_bytes is not None:
+            tmp = self.tmp_dir / f"{final.name}.{uuid.uuid4().hex[:12]}.tmp"
+            tmp.write_bytes(result.part_bytes)
+        else:
+            tmp = Path(result.part_path)
+        fsync_path(tmp)
+        os.replace(tmp, final)
+        fsync_path(final.parent)
+        record = result.record() | {"part_size": final.stat().st_size}
+        write_json_durable(self.unit_record_path(result.unit), record)
+        return record
+
+    def mark_assembled(self, unit: int, record: dict[str, Any]) -> None:
+        """Its records are in finished shards: the part can go, the record stays."""
+        write_json_durable(self.unit_record_path(unit), record | {"assembled": True})
+        self.part_path(unit).unlink(missing_ok=True)
+
+    # --- assembly checkpoints ------------------------------------------------------------
+
+    def shard_checkpoint_path(self, shard: int) -> Path:
+        return self.assembly_dir / f"shard-{shard:05d}.json"
+
+    def shard_checkpoints(self) -> list[dict[str, Any]]:
+        """Finished shards 0..k-1 in order (stops at the first gap)."""
+        found = []
+        while True:
+            record = read_json(self.shard_checkpoint_path(len(found)))
+            if record is None:
+                return found
+            found.append(record)
+
+    def clear_assembly(self) -> None:
+        _clear_dir(self.assembly_dir)
+        shutil.rmtree(self.dataset_dir, ignore_errors=True)
+
+    # --- the end ---------------------------------------------------------------------------
+
+    def mark_published(self, fingerprint: str) -> None:
+        write_json_durable(self.root / PUBLISHED, {"fingerprint": fingerprint})
+
+    def published_fingerprint(self) -> str | None:
+        record = read_json(self.root / PUBLISHED)
+        return None if record is None else record.get("fingerprint")
+
+    def has_work(self) -> bool:
+        """Whether anything here is worth keeping for a rerun."""
+        return bool(self.done_units())
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _clear(self) -> None:
+        """Everything but the lock (which the caller holds)."""
+        if not self.root.is_dir():
+            return
+        for entry in self.root.iterdir():
+            if entry.name == "lock":
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object, or None when the file is missing or torn (treated as never written)."""
+    try:
+        value = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def write_json_durable(path: Path, obj: Any) -> None:
+    """Atomic and durable: a unique temp name, fsync, os.replace, fsync of the directory."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "w") as f:
+            json.dump(obj, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_path(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory by path."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _clear_dir(directory: Path) -> None:
+    if directory.is_dir():
+        for entry in directory.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
