@@ -21,7 +21,7 @@ from array_record.python.array_record_module import ArrayRecordReader
 
 from jaxload import format as fmt
 from jaxload.errors import DatasetError
-from jaxload.video import decode_gops
+from jaxload.video import EncodedFrames
 from jaxload.windows import resolve_delta_timestamps, window_frames
 
 Sample = dict[str, Any]
@@ -141,7 +141,24 @@ class JaxloadDataset:
         return self.__getitems__([position])[0]
 
     def __getitems__(self, positions: Sequence[int]) -> list[Sample]:
-        """Reads many samples at once: one batched read, each video segment decoded once."""
+        """Reads many samples at once: one batched read, one decoder per camera."""
+        samples, videos = self.read_encoded(positions)
+        for cam, video in videos.items():
+            images = video.decode()
+            squeeze = not self._window_shape(cam)
+            for b, sample in enumerate(samples):
+                sample[cam] = images[b, 0] if squeeze else images[b]
+        return samples
+
+    def read_encoded(
+        self, positions: Sequence[int]
+    ) -> tuple[list[Sample], dict[str, EncodedFrames]]:
+        """Samples without their camera keys, plus each camera's frames still compressed.
+
+        `EncodedFrames.decode(device)` yields (B, T, H, W, 3) frames; a one-frame camera
+        window (and a camera without window) is squeezed to (H, W, 3) per sample, as
+        LeRobot does. This split lets the training process decode on its GPU.
+        """
         positions = self._check_positions(positions)
         ep = np.searchsorted(self.episode_starts, positions, side="right") - 1
         frame = positions - self.episode_starts[ep]
@@ -165,25 +182,30 @@ class JaxloadDataset:
                 requests[key] = (shard, self._frames_start[ep][:, None] + block)
         records, slots = _read_records(requests, self._reader)
 
+        videos = {}
+        for cam in self.camera_keys:
+            camera = self.info.cameras[cam]
+            videos[cam] = EncodedFrames.from_slots(
+                records,
+                slots[cam],
+                local_frames[cam],
+                codec=camera.codec,
+                width=camera.width,
+                height=camera.height,
+            )
         frame_keys = [k for k in needed if k not in self.info.cameras]
         rows = _FrameRows(records, {k: slots[k] for k in frame_keys}, self._frame_dtype)
-        images = {
-            cam: _decode_images(records, slots[cam], local_frames[cam], self.info.cameras[cam])
-            for cam in self.camera_keys
-        }
         samples = []
         for b in range(len(positions)):
             anchor = rows.get(slots[""][b, 0], needed[""][b, 0])
             sample: Sample = {key: np.array(anchor[key]) for key in self.info.features}
             for key in frame_keys[1:]:
                 sample[key] = np.ascontiguousarray(rows.get(slots[key][b], needed[key][b])[key])
-            for cam in self.camera_keys:
-                sample[cam] = images[cam][b] if self._window_shape(cam) else images[cam][b, 0]
             for key, pad in pads.items():
                 sample[f"{key}_is_pad"] = pad[b]
             sample["task"] = self._task(int(anchor["task_index"]))
             samples.append(sample)
-        return samples
+        return samples, videos
 
     def _check_positions(self, positions: Sequence[int]) -> np.ndarray:
         p = np.asarray(positions, dtype=np.int64).reshape(-1)
@@ -296,23 +318,6 @@ class _FrameRows:
         """Rows of `frames` (episode frame numbers) stored in the blocks at `slots`."""
         block = self._first_row[np.searchsorted(self._ids, slots)]
         return self._rows[block + np.asarray(frames) % fmt.FRAMES_PER_BLOCK]
-
-
-def _decode_images(
-    records: list[bytes], slots: np.ndarray, local: np.ndarray, camera: fmt.Camera
-) -> np.ndarray:
-    """(B, T, H, W, 3) frames of one camera: every GOP the batch needs, one decoder."""
-    gop_slots, slot_of = np.unique(slots, return_inverse=True)
-    slot_of = slot_of.reshape(slots.shape)
-    wanted = [np.unique(local[slot_of == g]) for g in range(len(gop_slots))]
-    decoded = decode_gops(
-        [records[s] for s in gop_slots], wanted, camera.codec, camera.width, camera.height
-    )
-    out = np.empty((*slots.shape, camera.height, camera.width, 3), dtype=np.uint8)
-    for g, frames in enumerate(decoded):
-        where = slot_of == g
-        out[where] = frames[np.searchsorted(wanted[g], local[where])]
-    return out
 
 
 def _read_tasks(root: Path) -> dict[int, str]:

@@ -13,10 +13,12 @@ torchcodec decoders are not thread-safe: each call makes its own, nothing is sha
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import av
 import numpy as np
@@ -70,6 +72,69 @@ def mux_gops(gops: Sequence[bytes], codec: str, width: int, height: int) -> byte
     return buffer.getvalue()
 
 
+@dataclasses.dataclass
+class EncodedFrames:
+    """One camera's frames for a batch, still compressed.
+
+    `gops[g]` is a GOP record, `wanted[g]` the sorted frames needed from it; the frame for
+    sample b, window slot t is frame `frame_index[b, t]` of GOP `gop_index[b, t]`. Small and
+    picklable: Grain workers can hand it to the training process to decode there (GPU).
+    """
+
+    codec: str
+    width: int
+    height: int
+    gops: list[bytes]
+    wanted: list[np.ndarray]
+    gop_index: np.ndarray
+    frame_index: np.ndarray
+
+    @classmethod
+    def from_slots(
+        cls, records: Sequence[bytes], slots: np.ndarray, local: np.ndarray, **stream: Any
+    ) -> EncodedFrames:
+        """From per-(sample, slot) record numbers and frames within those records."""
+        unique, gop_index = np.unique(slots, return_inverse=True)
+        gop_index = gop_index.reshape(slots.shape)
+        wanted = [np.unique(local[gop_index == g]) for g in range(len(unique))]
+        return cls(
+            gops=[records[s] for s in unique],
+            wanted=wanted,
+            gop_index=gop_index,
+            frame_index=np.asarray(local),
+            **stream,
+        )
+
+    def decode(self, device: str = "cpu") -> Any:
+        """(B, T, H, W, 3) uint8 frames: numpy on "cpu", a torch tensor on a CUDA device."""
+        import torch
+
+        counts = np.asarray([gop_num_frames(g) for g in self.gops], dtype=np.int64)
+        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        # Strictly increasing: GOPs are in order and each wanted list is sorted and unique.
+        flat = np.concatenate([firsts[g] + w for g, w in enumerate(self.wanted)])
+        offsets = np.concatenate([[0], np.cumsum([len(w) for w in self.wanted])[:-1]])
+        slot = offsets[self.gop_index] + _rank_within(self.wanted, self.gop_index, self.frame_index)
+        decoder = VideoDecoder(
+            mux_gops(self.gops, self.codec, self.width, self.height),
+            seek_mode="exact",  # indexes the in-memory packets up front: cheap
+            dimension_order="NHWC",
+            device=device,
+        )
+        frames = decoder.get_frames_at(indices=flat.tolist()).data
+        out = frames[torch.as_tensor(slot.reshape(-1), device=frames.device)]
+        out = out.reshape(*self.gop_index.shape, self.height, self.width, 3)
+        return out.numpy() if out.device.type == "cpu" else out
+
+
+def _rank_within(wanted: list[np.ndarray], gop_index: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    rank = np.empty(gop_index.shape, dtype=np.int64)
+    for g, w in enumerate(wanted):
+        where = gop_index == g
+        rank[where] = np.searchsorted(w, frame[where])
+    return rank
+
+
 def decode_gops(
     gops: Sequence[bytes],
     frames: Sequence[Sequence[int]],
@@ -81,17 +146,12 @@ def decode_gops(
 
     Returns, per GOP, uint8 RGB frames of shape (len(frames[g]), H, W, 3).
     """
-    counts = [gop_num_frames(g) for g in gops]
-    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    wanted = [firsts[g] + np.asarray(f, dtype=np.int64) for g, f in enumerate(frames)]
-    flat = np.concatenate(wanted) if wanted else np.zeros(0, np.int64)
-    if flat.size == 0:
+    if not any(len(f) for f in frames):
         return [np.zeros((0, height, width, 3), np.uint8) for _ in gops]
-    unique, inverse = np.unique(flat, return_inverse=True)
-    # "exact" indexes the muxed packets up front (cheap: they are all in memory).
-    decoder = VideoDecoder(
-        mux_gops(gops, codec, width, height), seek_mode="exact", dimension_order="NHWC"
+    local = np.concatenate([np.asarray(f, dtype=np.int64) for f in frames])
+    gop = np.repeat(np.arange(len(gops)), [len(f) for f in frames])
+    encoded = EncodedFrames.from_slots(
+        list(gops), gop[None, :], local[None, :], codec=codec, width=width, height=height
     )
-    decoded = decoder.get_frames_at(indices=unique.tolist()).data.numpy()[inverse]
-    splits = np.cumsum([len(f) for f in frames])[:-1]
-    return np.split(decoded, splits)
+    decoded = encoded.decode()[0]
+    return np.split(decoded, np.cumsum([len(f) for f in frames])[:-1])
