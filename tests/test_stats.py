@@ -2,6 +2,7 @@
 files, and mixtures (jaxload.stats)."""
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -152,8 +153,6 @@ def test_non_finite_values_name_where_they_are():
 def test_write_stats_lerobot_structure_image_stats_copied_and_round_trip(
     shared, shared_lerobot, tmp_path
 ):
-    import shutil
-
     root = tmp_path / "ds"
     shutil.copytree(shared["h264_single"], root)
     (root / "meta" / "stats.json").unlink()
