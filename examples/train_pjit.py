@@ -180,10 +180,10 @@ def main() -> None:
         batch = {k: v for k, v in next(loader).items() if k in keys}
         params, opt_state, loss = step_fn(params, opt_state, batch)
         step += 1
-        losses.append(float(loss))
+        losses.append(loss)  # a device array: reading it every step would sync the host
         if step % args.log_every == 0 or step == args.steps:
             rate = len(losses) / (time.perf_counter() - started)
-            print(f"step {step} loss {losses[-1]:.4f} ({rate:.1f} steps/s)", flush=True)
+            print(f"step {step} loss {float(loss):.4f} ({rate:.1f} steps/s)", flush=True)
         if step % args.save_every == 0 or step == args.steps:
             mngr.save(
                 step,
@@ -197,7 +197,8 @@ def main() -> None:
     mngr.close()
     loader.close()
     if len(losses) >= 20:
-        print(f"loss first10 {np.mean(losses[:10]):.4f} last10 {np.mean(losses[-10:]):.4f}")
+        losses = np.asarray(jax.device_get(losses))
+        print(f"loss first10 {losses[:10].mean():.4f} last10 {losses[-10:].mean():.4f}")
     print(f"final step {step} params sha256 {params_digest(params)}")
 
 
