@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from jax.sharding import PartitionSpec as P
 import jaxload
 from jaxload.checkpoint import LoaderRestore, LoaderSave
 from jaxload.loader import make_loader
+from jaxload.transforms import Normalize
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "data" / "lerobot_av1_demo"
@@ -66,19 +66,11 @@ def convert_once(source: Path, out: Path) -> None:
     print(convert(source, out, progress=False).summary(), flush=True)
 
 
-def normalizer(dataset_dir: Path, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std of a tabular key from the converted dataset's meta/stats.json."""
-    stats = json.loads((dataset_dir / "meta" / "stats.json").read_text())[key]
-    return np.asarray(stats["mean"], np.float32), np.maximum(
-        np.asarray(stats["std"], np.float32), 1e-3
-    )
-
-
-def make_train_step(model: Policy, tx: optax.GradientTransformation, norms: dict):
+def make_train_step(model: Policy, tx: optax.GradientTransformation):
     def loss_fn(params, batch):
-        state = (batch["observation.state"] - norms["state"][0]) / norms["state"][1]
-        target = (batch["action"] - norms["action"][0]) / norms["action"][1]
-        pred = model.apply(params, [batch[c] for c in CAMERAS], state)
+        # State and action arrive z-scored: Normalize ran in the loader's worker processes.
+        pred = model.apply(params, [batch[c] for c in CAMERAS], batch["observation.state"])
+        target = batch["action"]
         valid = (~batch["action_is_pad"]).astype(jnp.float32)[..., None]
         return ((pred - target) ** 2 * valid).sum() / (valid.sum() * target.shape[-1])
 
@@ -132,13 +124,12 @@ def main() -> None:
         delta_timestamps={"action": [k / fps for k in range(CHUNK)]},
         sharding=data_sharding,
         num_workers=args.workers,
+        batch_transform=Normalize.from_datasets(
+            dataset_dir, {"observation.state": "mean_std", "action": "mean_std"}
+        ),
     )
     spec = loader.element_spec
     model = Policy(action_dim=spec["action"][0][-1])
-    norms = {
-        k: normalizer(dataset_dir, f)
-        for k, f in (("state", "observation.state"), ("action", "action"))
-    }
     tx = optax.adam(args.lr)
 
     example = [jnp.zeros((1, *spec[c][0][1:]), jnp.uint8) for c in CAMERAS]
@@ -148,7 +139,7 @@ def main() -> None:
     params = jax.device_put(params, replicated)
     opt_state = jax.device_put(tx.init(params), replicated)
     step_fn = jax.jit(
-        make_train_step(model, tx, norms),
+        make_train_step(model, tx),
         in_shardings=(replicated, replicated, data_sharding),
         out_shardings=(replicated, replicated, replicated),
         donate_argnums=(0, 1),
