@@ -1,0 +1,1 @@
+"""Benchmark scripts and their helpers (see benchmarks/RESULTS.md)."""

@@ -1,0 +1,131 @@
+"""GOP length and codec: file size, fidelity and random-access decode cost.
+
+    python benchmarks/bench_gop.py              # writes benchmarks/results_gop.json
+
+Converts the first episodes of the small benchmark source (96x128, 2 AV1 cameras) with
+`--gop` in {1, 2, 4, 8, 16, 32} x `--video-codec` in {h264, hevc} (default crf), and for
+each conversion reports: output/source size ratio, PSNR min/mean against a decode of the
+source (from the conversion report; min and mean over cameras), and the cost of random
+access measured with the reader, single-threaded in this process, with the benchmark's
+windows: ms per sample when samples are read in random batches of 32 (as the loader reads
+them) and when read one at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import bench_data  # noqa: E402
+from benchmarks.run import specs_for  # noqa: E402
+
+GOPS = (1, 2, 4, 8, 16, 32)
+CODECS = ("h264", "hevc")
+
+
+def random_access_cost(path: Path, batch_size: int, batches: int, singles: int, seed: int = 0):
+    """(ms/sample batched, ms/sample single, CPU ms/sample batched) reading random samples."""
+    import jaxload
+    from jaxload import bench
+
+    ds = jaxload.open(path, delta_timestamps=bench.bench_windows(path))
+    rng = np.random.default_rng(seed)
+    ds.__getitems__(rng.integers(0, len(ds), batch_size).tolist())  # warm-up
+    positions = rng.integers(0, len(ds), (batches, batch_size))
+    wall, cpu = time.perf_counter(), time.process_time()
+    for batch in positions:
+        ds.__getitems__(batch.tolist())
+    n = positions.size
+    batched_ms = 1000 * (time.perf_counter() - wall) / n
+    batched_cpu_ms = 1000 * (time.process_time() - cpu) / n
+    wall = time.perf_counter()
+    for p in rng.integers(0, len(ds), singles):
+        ds[int(p)]
+    single_ms = 1000 * (time.perf_counter() - wall) / singles
+    return batched_ms, single_ms, batched_cpu_ms
+
+
+def measure(spec, cache: Path, codec: str, gop: int, episodes: str, args) -> dict:
+    _, path = bench_data.prepare(
+        spec, cache, workers=args.workers, video_codec=codec, gop=gop, episodes=episodes
+    )
+    report = json.loads((path.parent / f"{path.name}.convert.json").read_text())
+    psnr = report["psnr_db"]
+    batched, single, cpu = random_access_cost(path, args.batch_size, args.batches, args.singles)
+    return {
+        "codec": codec,
+        "gop": gop,
+        "size_ratio": report["size_ratio"],
+        "output_bytes": report["output_bytes"],
+        "psnr_min_db": min(v["min"] for v in psnr.values()),
+        "psnr_mean_db": float(np.mean([v["mean"] for v in psnr.values()])),
+        "convert_seconds": report["seconds"],
+        "ms_per_sample_batched": batched,
+        "cpu_ms_per_sample_batched": cpu,
+        "ms_per_sample_single": single,
+        "dataset": str(path),
+    }
+
+
+def format_table(rows: list[dict]) -> str:
+    header = (
+        f"{'codec':<5} {'gop':>3} {'size ratio':>10} {'PSNR min':>8} {'PSNR mean':>9} "
+        f"{'ms/sample (batch)':>17} {'ms/sample (single)':>18}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(
+            f"{r['codec']:<5} {r['gop']:>3} {r['size_ratio']:>10.2f} {r['psnr_min_db']:>8.2f} "
+            f"{r['psnr_mean_db']:>9.2f} {r['ms_per_sample_batched']:>17.2f} "
+            f"{r['ms_per_sample_single']:>18.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, default=bench_data.DEFAULT_CACHE)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_gop.json")
+    parser.add_argument("--episodes", default="0-9", help="episodes of the small source")
+    parser.add_argument("--gops", type=int, nargs="+", default=list(GOPS))
+    parser.add_argument("--codecs", nargs="+", default=list(CODECS))
+    parser.add_argument("--workers", type=int, default=2, help="conversion processes")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=16, help="random batches timed")
+    parser.add_argument("--singles", type=int, default=200, help="single samples timed")
+    parser.add_argument("--quick", action="store_true", help="the tiny dataset of run.py --quick")
+    args = parser.parse_args(argv)
+    from jaxload import bench
+
+    spec = specs_for(args.quick)["small"]
+    rows = []
+    for codec in args.codecs:
+        for gop in args.gops:
+            rows.append(measure(spec, args.cache, codec, gop, args.episodes, args))
+            print(format_table(rows[-1:]).splitlines()[-1], flush=True)
+    print(format_table(rows))
+    doc = {
+        "command": "python benchmarks/bench_gop.py " + " ".join(argv or sys.argv[1:]),
+        "machine": bench.machine_info(),
+        "source": spec.dirname,
+        "episodes": args.episodes,
+        "batch_size": args.batch_size,
+        "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

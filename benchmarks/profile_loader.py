@@ -1,0 +1,279 @@
+"""Where the time goes in jaxload's loader, per batch.
+
+    python benchmarks/profile_loader.py                 # small and large datasets
+    python benchmarks/profile_loader.py --only small
+
+Three measurements on each benchmark dataset, with the benchmark's windows and batch size:
+
+1. The work one Grain worker does per batch (`ReadBatch.map`: read + decode + collate),
+   run in this process on one thread, with timers around each stage: ArrayRecord reads
+   (`ArrayRecordReader.read`), muxing GOP packets into an mp4 (`jaxload.video.mux_gops`),
+   torchcodec decoder creation (`VideoDecoder(...)`), decoding (`get_frames_at`),
+   collation (`BatchSchema.collate`), and the rest of the reader's Python ("other").
+2. IPC alone: the same pipeline shape (Grain `mp_prefetch` with the same workers, then the
+   loader's copy out of shared memory) carrying a ready-made batch of the same shapes, so
+   it measures only moving batches from the workers to the main process.
+3. The real loader (2 workers), for the end-to-end rate and its CPU time per sample in
+   the main process versus all processes.
+
+Writes benchmarks/results_profile.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks import bench_data  # noqa: E402
+from benchmarks.run import specs_for  # noqa: E402
+
+STAGES = ("arrayrecord_read", "mux", "decoder_create", "decode", "collate", "other")
+
+
+class Timers:
+    """Accumulated seconds per stage, with a context manager and a function wrapper."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+        self.calls: dict[str, int] = collections.defaultdict(int)
+
+    @contextlib.contextmanager
+    def time(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - start
+            self.calls[stage] += 1
+
+    def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self.time(stage):
+                return fn(*args, **kwargs)
+
+        return timed
+
+
+@contextlib.contextmanager
+def instrumented(timers: Timers) -> Iterator[None]:
+    """Timers around the reader's stages, by patching the names jaxload's modules use."""
+    import jaxload.dataset as reader
+    import jaxload.video as video
+
+    real_reader, real_decoder, real_mux = reader.ArrayRecordReader, video.VideoDecoder, None
+
+    class TimedReader:
+        def __init__(self, *args: Any) -> None:
+            self._reader = real_reader(*args)
+
+        def read(self, *args: Any) -> Any:
+            with timers.time("arrayrecord_read"):
+                return self._reader.read(*args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._reader, name)
+
+    class TimedDecoder:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            with timers.time("decoder_create"):
+                self._decoder = real_decoder(*args, **kwargs)
+
+        def get_frames_at(self, *args: Any, **kwargs: Any) -> Any:
+            with timers.time("decode"):
+                return self._decoder.get_frames_at(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._decoder, name)
+
+    reader.ArrayRecordReader, video.VideoDecoder = TimedReader, TimedDecoder
+    if hasattr(video, "mux_gops"):
+        real_mux = video.mux_gops
+        video.mux_gops = timers.wrap("mux", real_mux)
+    try:
+        yield
+    finally:
+        reader.ArrayRecordReader, video.VideoDecoder = real_reader, real_decoder
+        if real_mux is not None:
+            video.mux_gops = real_mux
+
+
+def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) -> dict:
+    """Per-batch seconds of each stage of ReadBatch.map, one thread, this process."""
+    from jaxload import bench
+    from jaxload.loader import make_loader
+
+    windows = bench.bench_windows(path)
+    loader = make_loader(
+        path,
+        global_batch_size=batch_size,
+        seed=seed,
+        delta_timestamps=windows,
+        num_workers=0,
+        host_index=0,
+        host_count=1,
+    )
+    read_batch = loader.read_batch()
+    timers = Timers()
+    read_batch.schema.collate = timers.wrap("collate", read_batch.schema.collate)
+    with instrumented(timers):
+        read_batch.map(0)  # warm-up: opens the readers (under the timers), codecs
+        timers.seconds.clear()
+        timers.calls.clear()
+        start = time.perf_counter()
+        for k in range(1, batches + 1):
+            read_batch.map(k)
+        total = time.perf_counter() - start
+    loader.close()
+    known = sum(timers.seconds[s] for s in STAGES if s != "other")
+    timers.seconds["other"] = total - known
+    per_batch = {s: timers.seconds[s] / batches for s in STAGES}
+    return {
+        "batches": batches,
+        "batch_size": batch_size,
+        "ms_per_batch": {s: 1000 * v for s, v in per_batch.items()},
+        "share": {s: v / (total / batches) for s, v in per_batch.items()},
+        "calls_per_batch": {s: timers.calls[s] / batches for s in STAGES if s != "other"},
+        "total_ms_per_batch": 1000 * total / batches,
+        "samples_per_s_one_thread": batch_size * batches / total,
+    }
+
+
+class ConstantBatch:
+    """A Grain map returning the same ready-made batch for every index (picklable)."""
+
+    def __init__(self, batch: dict[str, np.ndarray]):
+        self.batch = batch
+
+    def __call__(self, _: int) -> dict[str, np.ndarray]:
+        return self.batch
+
+
+def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> dict:
+    """Batches/s that Grain's mp_prefetch + the loader's copy-out move with no other work."""
+    import grain
+
+    from jaxload.bench import measure_iterator
+    from jaxload.loader import OwnArrays
+
+    def make() -> Iterator[Any]:
+        ds = grain.MapDataset.range(10**9).map(ConstantBatch(batch))
+        it = ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
+        it = it.mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=num_workers, per_worker_buffer_size=2)
+        ).map(OwnArrays())
+        return iter(it)
+
+    timing = measure_iterator(
+        make,
+        seconds=seconds,
+        warmup_s=2.0,
+        warmup_batches=20,
+        batch_len=lambda b: 1,
+    )
+    nbytes = sum(v.nbytes for v in batch.values())
+    return {
+        "batch_bytes": nbytes,
+        "batches_per_s": timing.samples / timing.seconds,
+        "ms_per_batch": 1000 * timing.seconds / timing.samples,
+        "cpu_ms_per_batch_all_processes": 1000 * (timing.cpu_seconds or 0) / timing.samples,
+        "cpu_ms_per_batch_main_process": 1000 * (timing.cpu_main_seconds or 0) / timing.samples,
+    }
+
+
+def profile(path: Path, args: argparse.Namespace) -> dict:
+    from jaxload import bench
+
+    print(f"profiling {path.name}", flush=True)
+    stages = stage_breakdown(path, args.batch_size, args.batches)
+    import jaxload
+
+    ds = jaxload.open(path, delta_timestamps=bench.bench_windows(path))
+    from jaxload.schema import BatchSchema
+
+    samples = ds.__getitems__(list(range(args.batch_size)))
+    batch = BatchSchema([ds.element_spec()]).collate(samples, np.zeros(args.batch_size, int))
+    ipc = bench.in_fresh_process(ipc_rate, batch, args.workers, args.seconds)
+    loader, _ = bench.in_fresh_process(
+        bench.measure_jaxload,
+        path,
+        num_workers=args.workers,
+        batch_size=args.batch_size,
+        seconds=args.seconds,
+        warmup_s=3.0,
+    )
+    return {"dataset": str(path), "stages": stages, "ipc": ipc, "loader": loader.to_json()}
+
+
+def format_profile(label: str, r: dict) -> str:
+    s, ipc, loader = r["stages"], r["ipc"], r["loader"]
+    lines = [f"{label}: one worker's work per batch of {s['batch_size']} (one thread)"]
+    for stage in STAGES:
+        lines.append(
+            f"  {stage:<17} {s['ms_per_batch'][stage]:>8.1f} ms  {100 * s['share'][stage]:>5.1f}%"
+        )
+    lines.append(
+        f"  {'total':<17} {s['total_ms_per_batch']:>8.1f} ms  "
+        f"({s['samples_per_s_one_thread']:.0f} samples/s on one thread)"
+    )
+    lines.append(
+        f"  IPC only ({ipc['batch_bytes'] / 2**20:.1f} MB batches): {ipc['batches_per_s']:.1f} "
+        f"batches/s, CPU {ipc['cpu_ms_per_batch_all_processes']:.1f} ms/batch "
+        f"(main process {ipc['cpu_ms_per_batch_main_process']:.1f} ms)"
+    )
+    main_cpu = loader["details"].get("main_process_cpu_ms_per_sample") or 0
+    lines.append(
+        f"  loader: {loader['samples_per_s']:.0f} samples/s, CPU "
+        f"{loader['cpu_ms_per_sample']:.2f} ms/sample of which main process {main_cpu:.2f}"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from absl import flags
+
+    flags.FLAGS.mark_as_parsed()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, default=bench_data.DEFAULT_CACHE)
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_profile.json"
+    )
+    parser.add_argument("--only", choices=["small", "large"], action="append")
+    parser.add_argument("--quick", action="store_true", help="the tiny datasets of run.py --quick")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batches", type=int, default=30, help="batches timed per stage run")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    from jaxload import bench
+
+    results = {}
+    for label, spec in specs_for(args.quick, args.only).items():
+        _, path = bench_data.prepare(spec, args.cache, workers=2)
+        results[label] = profile(path, args)
+        print(format_profile(label, results[label]), flush=True)
+    doc = {
+        "command": "python benchmarks/profile_loader.py " + " ".join(argv or sys.argv[1:]),
+        "machine": bench.machine_info(),
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
