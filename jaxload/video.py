@@ -105,8 +105,21 @@ class EncodedFrames:
             **stream,
         )
 
-    def decode(self, device: str = "cpu") -> Any:
-        """(B, T, H, W, 3) uint8 frames: numpy on "cpu", a torch tensor on a CUDA device."""
+    def select(self, rows: np.ndarray | slice) -> EncodedFrames:
+        """The frames of samples `rows` only (e.g. the rows one device holds)."""
+        gop_index, frame_index = self.gop_index[rows], self.frame_index[rows]
+        kept, remap = np.unique(gop_index, return_inverse=True)
+        return dataclasses.replace(
+            self,
+            gops=[self.gops[g] for g in kept],
+            wanted=[np.unique(frame_index[gop_index == g]) for g in kept],
+            gop_index=remap.reshape(gop_index.shape),
+            frame_index=frame_index,
+        )
+
+    def decode(self, device: str = "cpu", *, as_torch: bool = False) -> Any:
+        """(B, T, H, W, 3) uint8 frames, contiguous: numpy on "cpu" unless `as_torch`, else
+        a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC)."""
         import torch
 
         counts = np.asarray([gop_num_frames(g) for g in self.gops], dtype=np.int64)
@@ -124,7 +137,7 @@ class EncodedFrames:
         frames = decoder.get_frames_at(indices=flat.tolist()).data
         out = frames[torch.as_tensor(slot.reshape(-1), device=frames.device)]
         out = out.reshape(*self.gop_index.shape, self.height, self.width, 3)
-        return out.numpy() if out.device.type == "cpu" else out
+        return out if as_torch or out.device.type != "cpu" else out.numpy()
 
 
 def _rank_within(wanted: list[np.ndarray], gop_index: np.ndarray, frame: np.ndarray) -> np.ndarray:

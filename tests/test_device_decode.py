@@ -1,0 +1,112 @@
+"""The decode-in-the-training-process path, tested on CPU (no GPU exists here).
+
+On a GPU the same code decodes with torchcodec on "cuda:<i>" (NVDEC); here the devices
+are CPU devices, which exercises the same hand-off: encoded frames from the reader, one
+decoder per camera, DLPack into JAX without a copy, per-device shards of a global array.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import jaxload
+import jaxload.video
+from converters.convert import convert
+from jaxload.device_decode import to_jax
+from tests.lerobot_factory import decode_frame_leds, write_lerobot_v3
+
+CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}
+WINDOWS = {"observation.images.top": [-0.1, 0.0], "action": [0.0, 0.1]}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dev")
+    src = write_lerobot_v3(root / "src", episode_lengths=(12, 3, 30, 9), cameras=CAMERAS)
+    convert(src, root / "ds", workers=1, gop=4, progress=False)
+    return root / "ds"
+
+
+def test_encoded_frames_decode_to_the_samples_frames(dataset):
+    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
+    positions = [0, 5, 13, 40, 53, 20]
+    samples = ds.__getitems__(positions)
+    bare, videos = ds.read_encoded(positions)
+    assert "observation.images.top" not in bare[0]
+    top = videos["observation.images.top"].decode()
+    wrist = videos["observation.images.wrist"].decode()
+    assert top.shape == (6, 2, 48, 64, 3) and wrist.shape == (6, 1, 40, 72, 3)
+    for b, s in enumerate(samples):
+        np.testing.assert_array_equal(top[b], s["observation.images.top"])
+        np.testing.assert_array_equal(wrist[b, 0], s["observation.images.wrist"])
+        assert decode_frame_leds(wrist[b, 0]) == int(s["frame_index"])
+
+
+def test_one_decoder_per_camera_per_batch(dataset, monkeypatch):
+    created = []
+    real = jaxload.video.VideoDecoder
+
+    def counting(*args, **kwargs):
+        created.append(kwargs.get("device"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jaxload.video, "VideoDecoder", counting)
+    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
+    ds.__getitems__(list(range(0, 54, 2)))  # 27 samples spread over every GOP
+    assert len(created) == len(CAMERAS)
+
+
+def test_select_keeps_only_the_rows_gops(dataset):
+    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
+    _, videos = ds.read_encoded([0, 1, 40, 41])
+    video = videos["observation.images.top"]
+    part = video.select(slice(2, 4))
+    assert len(part.gops) < len(video.gops)
+    np.testing.assert_array_equal(part.decode(), video.decode()[2:4])
+
+
+def test_dlpack_hand_off_is_zero_copy(dataset):
+    ds = jaxload.open(dataset)
+    _, videos = ds.read_encoded([3, 4, 5])
+    frames = videos["observation.images.top"].decode(as_torch=True)
+    array = to_jax(frames)
+    assert array.unsafe_buffer_pointer() == frames.data_ptr()
+    np.testing.assert_array_equal(np.asarray(array), frames.numpy())
+    with pytest.raises(ValueError, match="contiguous"):
+        to_jax(frames[:, :, 1:])
+
+
+def test_each_device_decodes_its_own_rows(dataset):
+    """4 forced CPU devices: every device's shard holds exactly its rows' frames."""
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, jax
+        import jaxload
+        from jaxload.device_decode import decode_sharded
+        ds = jaxload.open({str(dataset)!r}, delta_timestamps={WINDOWS!r})
+        positions = list(range(0, 48, 6))
+        mesh = jax.make_mesh((4,), ("data",))
+        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+        _, videos = ds.read_encoded(positions)
+        video = videos["observation.images.top"]
+        expected = video.decode()
+        array = decode_sharded(video, expected.shape, sharding, row_offset=0)
+        assert array.sharding == sharding
+        assert len(array.addressable_shards) == 4
+        for shard in array.addressable_shards:
+            np.testing.assert_array_equal(np.asarray(shard.data), expected[shard.index])
+        np.testing.assert_array_equal(np.asarray(array), expected)
+        print("ok")
+        """
+    )
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    import os
+
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, **env}
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().endswith("ok")
