@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from array_record.python.array_record_module import ArrayRecordReader
 
-from converters.partial import JobState, write_json_durable
+from converters.partial import JobState, crash_point, write_json_durable
 from converters.plan import Unit
 from converters.writer import ShardWriter
 from jaxload import format as fmt
@@ -78,6 +78,7 @@ def assemble(
 
     def on_close(shard: int, count: int, size: int) -> None:
         nonlocal next_unit
+        crash_point("shard-file")
         checkpoint = {
             "shard": shard,
             "stop": appended,
@@ -94,6 +95,7 @@ def assemble(
                 state.mark_assembled(index, records[index])
                 records[index] = records[index] | {"assembled": True}
             next_unit += 1
+        crash_point("shard-checkpoint")
 
     writer = ShardWriter(
         state.dataset_dir,

@@ -23,6 +23,7 @@ import collections
 import dataclasses
 import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -39,7 +40,7 @@ from converters.engines import Engine, make_engine
 from converters.hub import HubClient, HubFiles
 from converters.lerobot_common import LeRobotSource
 from converters.lock import JobLock
-from converters.partial import JobState, partial_dir
+from converters.partial import JobState, crash_point, partial_dir
 from converters.plan import Unit, balance, dispatch_order, plan_document, plan_id, plan_units
 from converters.progress import ConvertReport, ProgressBar
 from converters.remote import RetryPolicy
@@ -95,6 +96,8 @@ def convert(
     out = Path(out)
     options = _encode_options(video_codec, gop, crf)
     _check_numbers(workers, shard_bytes)
+    if engine not in ("local", "ray"):
+        raise JaxloadError(f"--engine {engine!r}: choose local or ray")
     partial = partial_dir(out)
     if _nonempty(out) and not partial.exists():
         raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
@@ -123,8 +126,11 @@ def convert(
         assembled = assemble(state, job.units, done, source.camera_keys, shard_bytes)
         info = _dataset_info(job, assembled, done)
         _write_meta(state.dataset_dir, source, assembled.rows, info)
+        crash_point("meta")
         state.mark_published(info.fingerprint)
+        crash_point("published")
         _publish(state.dataset_dir, out)
+        crash_point("renamed")
         state.remove()
     except BaseException as e:
         if (state is None and created) or (state is not None and not state.has_work()):
@@ -280,13 +286,11 @@ def _run_units(
     pending = [job.units[i] for i in order if i not in done]
     resumed = len(job.units) - len(pending)
     expected = balance([u.cost for u in job.units], runner.slots)
-    # Retries made while planning (metadata); units report their own.
-    planning_retries = job.source.files.retries
     stats = _RunStats(
         runner.name,
         runner.slots,
         resumed,
-        planning_retries,
+        0,
         expected.lpt,
         expected.round_robin,
         {},
@@ -301,12 +305,14 @@ def _run_units(
         enabled=progress,
     )
     evict = _Evictor(job, pending) if owns_cache and job.source.files.remote else None
+    here = f"{socket.gethostname()}:{os.getpid()}"  # as units.convert_unit names workers
 
     def on_result(result: UnitResult) -> None:
         done[result.unit] = state.record_unit(result)
         unit = job.units[result.unit]
         bar.unit_done(unit.frames, len(unit.episodes), unit.input_bytes)
-        stats.retries += result.retries
+        if result.worker != here:  # this process's own retries are counted at the end
+            stats.retries += result.retries
         seconds = stats.worker_seconds.get(result.worker, 0.0)
         stats.worker_seconds[result.worker] = seconds + result.seconds
         if evict is not None:
@@ -471,7 +477,7 @@ def _report(job: _Job, out: Path, started: float, done, stats: _RunStats) -> Con
         workers=stats.workers,
         units=len(job.units),
         resumed_units=stats.resumed,
-        retries=stats.retries,
+        retries=stats.retries + job.source.files.retries,
         balance_lpt=stats.balance_lpt,
         balance_round_robin=stats.balance_round_robin,
         worker_seconds=stats.worker_seconds,

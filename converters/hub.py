@@ -31,6 +31,8 @@ REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 class HubClient(Protocol):
     """The three hub operations the converter needs."""
 
+    endpoint: str  # where it connects, for messages
+
     def repo_files(self, repo_id: str, revision: str | None) -> tuple[str, dict[str, int]]:
         """(commit sha of `revision`, {path: size} of every file at that commit)."""
         ...
@@ -47,13 +49,22 @@ class HubClient(Protocol):
 class HfHubClient:
     """`HubClient` over huggingface_hub (honours HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE)."""
 
-    def __init__(self, token: str | None = None):
+    def __init__(self, token: str | None = None, timeout: float = 30.0):
         self.token = token
+        self.timeout = timeout
+
+    @property
+    def endpoint(self) -> str:
+        from huggingface_hub import constants
+
+        return constants.ENDPOINT
 
     def repo_files(self, repo_id: str, revision: str | None) -> tuple[str, dict[str, int]]:
         from huggingface_hub import HfApi
 
-        info = HfApi(token=self.token).dataset_info(repo_id, revision=revision, files_metadata=True)
+        info = HfApi(token=self.token).dataset_info(
+            repo_id, revision=revision, files_metadata=True, timeout=self.timeout
+        )
         return info.sha, {s.rfilename: int(s.size or 0) for s in info.siblings}
 
     def download(self, repo_id: str, filename: str, revision: str, cache_dir: str) -> str:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,24 @@ from jaxload.errors import JaxloadError
 
 PLAN = "plan.json"
 PUBLISHED = "published.json"
+# Test hook: "POINT:N" makes this process SIGKILL itself the N-th time it passes POINT
+# (see crash_point), so tests can crash a real conversion between any two durable steps.
+KILL_AT_ENV = "JAXLOAD_TEST_KILL_AT"
+_passed: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    """Marks a step boundary of the conversion's durable state (a no-op unless the
+    JAXLOAD_TEST_KILL_AT test hook names it)."""
+    spec = os.environ.get(KILL_AT_ENV)
+    if not spec:
+        return
+    point, _, count = spec.partition(":")
+    if point != name:
+        return
+    _passed[name] = _passed.get(name, 0) + 1
+    if _passed[name] == int(count or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def partial_dir(out: Path) -> Path:
@@ -70,17 +89,17 @@ class JobState:
         """
         state = cls(root)
         stored = state.plan()
-        if stored is not None and stored != plan:
-            if not restart:
-                done = len(state.done_units())
-                raise PlanMismatch(
-                    f"{root}: holds an interrupted conversion with another source, options "
-                    f"or episodes ({done} finished units); rerun it with its original "
-                    "arguments to finish it, or add --restart to discard it"
-                )
-            stored = None
-        if stored is None or restart:
-            state._clear()
+        if stored is not None and stored != plan and not restart:
+            done = len(state.done_units())
+            raise PlanMismatch(
+                f"{root}: holds an interrupted conversion with another source, options "
+                f"or episodes ({done} finished units); rerun it with its original "
+                "arguments to finish it, or add --restart to discard it"
+            )
+        if stored is None or stored != plan:
+            # Downloads stay when they are of the same source (this run's metadata is there).
+            same_source = stored is None or stored.get("source") == plan.get("source")
+            state._clear(keep_cache=same_source)
             write_json_durable(state.root / PLAN, plan)
         for directory in (state.units_dir, state.parts_dir, state.assembly_dir, state.tmp_dir):
             directory.mkdir(parents=True, exist_ok=True)
@@ -126,8 +145,10 @@ class JobState:
         fsync_path(tmp)
         os.replace(tmp, final)
         fsync_path(final.parent)
+        crash_point("unit-part")
         record = result.record() | {"part_size": final.stat().st_size}
         write_json_durable(self.unit_record_path(result.unit), record)
+        crash_point("unit-record")
         return record
 
     def mark_assembled(self, unit: int, record: dict[str, Any]) -> None:
@@ -169,12 +190,12 @@ class JobState:
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def _clear(self) -> None:
-        """Everything but the lock (which the caller holds)."""
+    def _clear(self, *, keep_cache: bool) -> None:
+        """Everything but the lock (which the caller holds) and perhaps the cache."""
         if not self.root.is_dir():
             return
         for entry in self.root.iterdir():
-            if entry.name == "lock":
+            if entry.name == "lock" or (keep_cache and entry == self.cache_dir):
                 continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)

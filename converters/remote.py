@@ -43,7 +43,9 @@ TRANSIENT_CLASS_NAMES = frozenset(
         "TimeoutException",
         "NetworkError",
         "RemoteProtocolError",
-        "ChunkedEncodingError",  # requests
+        "ConnectionError",  # requests (not the builtin: a RequestException)
+        "Timeout",
+        "ChunkedEncodingError",
         "ConnectTimeout",
         "ReadTimeout",
         "ClientConnectionError",  # aiohttp

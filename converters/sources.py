@@ -24,7 +24,7 @@ from converters import lerobot_v3, lerobot_v21
 from converters.files import Files, FsspecFiles, LocalFiles
 from converters.hub import REPO_ID, HubClient, HubFiles
 from converters.lerobot_common import LeRobotSource, load_info
-from converters.remote import RetryPolicy
+from converters.remote import MISSING, TRANSIENT, RemoteError, RetryPolicy
 from jaxload.errors import JaxloadError, SourceError
 
 READERS: dict[str, type[LeRobotSource]] = {
@@ -74,13 +74,18 @@ def open_source(files: Files) -> LeRobotSource:
 
 
 def _check_hub_repo(files: HubFiles) -> None:
-    """A hub id that names no dataset gets a message that also mentions local paths."""
+    """The first hub request: its failures get messages that say what SRC was taken for."""
     try:
         files.listing()
-    except SourceError as e:
-        if getattr(e, "kind", None) == "missing":
+    except RemoteError as e:
+        if e.kind == MISSING:
             raise SourceError(
                 f"{files.repo_id}: no local directory of that name, and no dataset "
                 f"{files.repo_id!r} at revision {files.revision!r} on the hub ({e})"
+            ) from e
+        if e.kind == TRANSIENT:
+            raise SourceError(
+                f"{e}; cannot reach the Hugging Face Hub at {files.client.endpoint} "
+                "(check the network and HF_ENDPOINT, or convert a local copy)"
             ) from e
         raise
