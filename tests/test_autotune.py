@@ -1,0 +1,186 @@
+"""jaxload autotune: measurements of this machine and a dataset, and the settings they give."""
+
+import ast
+import dataclasses
+import inspect
+import json
+import os
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxload
+from converters.convert import convert
+from jaxload import autotune as A
+from jaxload.cli import main
+from jaxload.loader import make_loader
+
+GiB = 2**30
+WINDOWS = {"action": [k / 10 for k in range(8)], "observation.image": [-0.1, 0.0]}
+
+
+def _converted(tmp_path_factory, src: Path, name: str | None = None, **kwargs) -> Path:
+    """A conversion of `src`, shared by every test module of this session."""
+    out = tmp_path_factory.getbasetemp() / "converted" / (name or src.name)
+    if not out.exists():
+        out.parent.mkdir(exist_ok=True)
+        convert(src, out, workers=1, progress=False, **kwargs)
+    return out
+
+
+@pytest.fixture(scope="module")
+def dataset(shared_lerobot, tmp_path_factory):
+    return _converted(tmp_path_factory, shared_lerobot / "h264_single")
+
+
+@pytest.fixture(scope="module")
+def probe(dataset):
+    return A.probe_dataset(dataset, delta_timestamps=WINDOWS)
+
+
+def test_recommendation_on_this_machine(dataset, capsys):
+    rec = A.recommend(dataset, delta_timestamps=WINDOWS)
+    with capsys.disabled():  # shown in the test output, as the issue asks
+        print(f"\n--- jaxload autotune on this machine ---\n{rec.summary()}\n")
+    machine = rec.machine
+    assert machine.cpu_count == len(os.sched_getaffinity(0))
+    assert 0 < machine.memory_available <= machine.memory_total
+    assert 1 <= rec.num_workers <= machine.cpu_count and rec.read_threads >= 1
+    if not machine.gpus:
+        assert rec.decode_device == "cpu" and any("no GPU" in r for r in rec.reasons)
+    (probe,) = rec.datasets
+    camera = probe.cameras["observation.image"]
+    assert camera.codec == "h264" and (camera.height, camera.width) == (84, 84)
+    assert camera.decode_ms_per_frame > 0 and camera.decode_ms_random > 0
+    assert camera.frames_per_sample == 2 and camera.segment_bytes > 0
+    assert probe.sample_ms > 0 and probe.frame_record_bytes == 68
+    spec = jaxload.open(dataset, delta_timestamps=WINDOWS).element_spec()
+    assert probe.sample_bytes == sum(
+        int(np.prod(s)) * np.dtype(d).itemsize for s, d in spec.values()
+    )
+    assert probe.sample_bytes > 2 * 84 * 84 * 3  # two frames of the camera
+    assert rec.batch_size_min <= rec.global_batch_size <= rec.batch_size_max
+    assert rec.global_batch_size % rec.batch_size_min == 0
+
+    # The paste-ready call is valid Python and builds this loader.
+    call = rec.make_loader_call()
+    ast.parse(call)
+    # (jaxload.make_loader is the contract's name; jaxload/__init__ may not export it yet)
+    namespace = types.SimpleNamespace(make_loader=make_loader)
+    loader = eval(call, {"jaxload": namespace})  # our own generated text
+    with loader:
+        assert loader.num_workers == rec.num_workers and loader.read_threads == rec.read_threads
+        assert loader.global_batch_size == rec.global_batch_size
+    inspect.signature(make_loader).bind(dataset, global_batch_size=8, **rec.loader_kwargs())
+
+
+def _gpu_machine(gpu: A.GpuInfo, count: int = 8, **kwargs) -> A.MachineInfo:
+    return A.MachineInfo(
+        cpu_count=96,
+        memory_total=1024 * GiB,
+        memory_available=900 * GiB,
+        gpus=(gpu,) * count,
+        torchcodec_cuda=True,
+        process_rss=2 * GiB,
+        **kwargs,
+    )
+
+
+H100 = A.GpuInfo("NVIDIA H100 80GB HBM3", 80 * GiB, (9, 0))
+L4 = A.GpuInfo("NVIDIA L4", 24 * GiB, (8, 9))
+
+
+def test_simulated_gpu_inventory(probe, capsys):
+    rec = A.recommend(
+        [], machine=_gpu_machine(H100), probes=[probe], decode_devices=("cpu", "cuda")
+    )
+    with capsys.disabled():
+        print(f"\n--- simulated 8 x H100 host ---\n{rec.summary()}\n")
+    assert rec.decode_device == "cuda"  # h264: NVDEC decodes it
+    assert rec.num_workers == 96 - 12  # 1/8 of the cores stay with the trainer
+    assert rec.batch_size_min == 8 and rec.batch_size_max % 8 == 0
+    gpu_bound = 8 * int(0.05 * 80 * GiB // (3 * probe.sample_bytes))  # 5%, 3 batches each
+    in_flight = rec.num_workers * rec.worker_buffer_size + rec.prefetch + 2
+    host_bound = int(0.25 * 900 * GiB // (in_flight * probe.sample_bytes))
+    assert rec.batch_size_max == min(gpu_bound, host_bound) // 8 * 8
+    assert "jaxload.make_loader(" in rec.make_loader_call()
+    assert "decode_device='cuda'" in rec.make_loader_call()
+
+    # Four such hosts: the global batch is a multiple of 32 devices.
+    four = A.recommend([], machine=_gpu_machine(H100), probes=[probe], host_count=4)
+    assert four.batch_size_min == 32 and four.global_batch_size % 32 == 0
+    # This loader decodes on the CPU only (yet): the recommendation says so.
+    assert four.decode_device == "cpu"
+    assert any("this loader decodes on ['cpu']" in r for r in four.reasons)
+
+
+def test_av1_needs_an_nvdec_that_decodes_it(probe):
+    camera = dataclasses.replace(probe.cameras["observation.image"], codec="av1")
+    av1 = dataclasses.replace(probe, cameras={"observation.image": camera})
+    devices = ("cpu", "cuda")
+    on_h100 = A.recommend([], machine=_gpu_machine(H100), probes=[av1], decode_devices=devices)
+    assert on_h100.decode_device == "cpu"
+    assert any("NVDEC cannot decode" in r and "Hopper" in r for r in on_h100.reasons)
+    on_l4 = A.recommend([], machine=_gpu_machine(L4, 4), probes=[av1], decode_devices=devices)
+    assert on_l4.decode_device == "cuda"
+    no_cuda_decode = _gpu_machine(L4, 4, notes=("simulated",))
+    no_cuda_decode = dataclasses.replace(no_cuda_decode, torchcodec_cuda=False)
+    rec = A.recommend([], machine=no_cuda_decode, probes=[av1], decode_devices=devices)
+    assert rec.decode_device == "cpu" and any("torchcodec" in r for r in rec.reasons)
+
+
+def test_small_hosts_and_memory_pressure(probe):
+    tight = A.MachineInfo(
+        cpu_count=16, memory_total=8 * GiB, memory_available=3 * GiB, process_rss=1 * GiB
+    )
+    rec = A.recommend([], machine=tight, probes=[probe])
+    assert rec.num_workers == 1  # 50% of 3 GiB / 1 GiB per worker
+    assert rec.read_threads == 4  # the spare cores go to threads
+    assert any("memory" in r for r in rec.reasons)
+    wanted = A.recommend(
+        [],
+        machine=dataclasses.replace(tight, memory_available=64 * GiB),
+        probes=[probe],
+        target_samples_per_s=1000 / probe.sample_ms,  # one worker's worth
+    )
+    assert wanted.num_workers == 2  # plus 25% headroom
+
+
+@pytest.mark.parametrize(
+    ("name", "capability", "architecture", "av1"),
+    [
+        ("NVIDIA H100 80GB HBM3", (9, 0), "Hopper", False),
+        ("NVIDIA H200", None, "Hopper", False),
+        ("NVIDIA A100-SXM4-80GB", None, "Ampere GA100", False),
+        ("NVIDIA A10G", None, "Ampere GA10x", True),
+        ("NVIDIA L4", None, "Ada", True),
+        ("NVIDIA GeForce RTX 4090", (8, 9), "Ada", True),
+        ("NVIDIA B200", (10, 0), "Blackwell", True),
+        ("Tesla T4", None, "Turing", False),
+        ("Tesla V100-SXM2-16GB", None, "Volta", False),
+        ("Some Future GPU", None, "unknown", False),
+    ],
+)
+def test_nvdec_table(name, capability, architecture, av1):
+    gpu = A.GpuInfo(name, 16 * GiB, capability)
+    assert gpu.architecture == architecture
+    assert ("av1" in gpu.nvdec_codecs) is av1 and "h264" in gpu.nvdec_codecs
+
+
+def test_nvidia_smi_lines():
+    gpu = A._parse_smi_line("NVIDIA H100 80GB HBM3, 81559, 9.0")
+    assert gpu == A.GpuInfo("NVIDIA H100 80GB HBM3", 81559 * 2**20, (9, 0))
+    old_driver = A._parse_smi_line("Tesla T4, 15360")
+    assert old_driver.compute_capability is None and old_driver.architecture == "Turing"
+
+
+def test_cli_prints_a_recommendation_and_json(dataset, capsys):
+    assert main(["autotune", str(dataset), "--delta-timestamps", json.dumps(WINDOWS)]) == 0
+    out = capsys.readouterr().out
+    assert "recommended: num_workers=" in out and "jaxload.make_loader(" in out
+    assert "ms/frame" in out
+    assert main(["autotune", str(dataset), "--json"]) == 0
+    raw = json.loads(capsys.readouterr().out)
+    assert {"num_workers", "read_threads", "prefetch", "decode_device", "machine"} <= set(raw)
