@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import math
 import os
 import re
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger("jaxload.autotune")
 
 GiB = 2**30
 CODECS = ("h264", "hevc", "vp9", "av1")
@@ -519,6 +522,37 @@ def recommend(
     return _decide(
         machine, tuple(probes), target_samples_per_s, host_count, decode_devices, delta_timestamps
     )
+
+
+def tuned_loader_kwargs(
+    datasets: Any,
+    *,
+    delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+    host_count: int = 1,
+    overrides: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What `make_loader(..., autotune=True)` applies: the recommended loader kwargs, with
+    the ones the caller set explicitly (`overrides`, non-None values) kept, logged once
+    on the "jaxload.autotune" logger with the reasons.
+
+    Example (inside make_loader, after opening the datasets):
+        >>> knobs = tuned_loader_kwargs(datasets, delta_timestamps=delta_timestamps,
+        ...                             overrides={"num_workers": num_workers})
+    """
+    rec = recommend(datasets, delta_timestamps=delta_timestamps, host_count=host_count)
+    kwargs = rec.loader_kwargs()
+    kept = {k: v for k, v in (overrides or {}).items() if v is not None and k in kwargs}
+    kwargs.update(kept)
+    log.info(
+        "autotune: %s (kept from the call: %s; global batch %d..%d, est. %.0f samples/s); %s",
+        ", ".join(f"{k}={v!r}" for k, v in kwargs.items()),
+        sorted(kept) or "none",
+        rec.batch_size_min,
+        rec.batch_size_max,
+        rec.samples_per_s,
+        "; ".join(rec.reasons),
+    )
+    return kwargs
 
 
 def _all_episodes(path: str) -> list[int]:

@@ -4,6 +4,7 @@ import ast
 import dataclasses
 import inspect
 import json
+import logging
 import os
 import types
 from pathlib import Path
@@ -184,3 +185,22 @@ def test_cli_prints_a_recommendation_and_json(dataset, capsys):
     assert main(["autotune", str(dataset), "--json"]) == 0
     raw = json.loads(capsys.readouterr().out)
     assert {"num_workers", "read_threads", "prefetch", "decode_device", "machine"} <= set(raw)
+
+
+def test_tuned_loader_kwargs_keep_explicit_settings_and_log_the_choice(dataset, caplog):
+    with caplog.at_level(logging.INFO, logger="jaxload.autotune"):
+        kwargs = A.tuned_loader_kwargs(
+            [jaxload.open(dataset)], overrides={"prefetch": 7, "num_workers": None}
+        )
+    assert kwargs["prefetch"] == 7 and kwargs["num_workers"] >= 1
+    assert set(kwargs) == {
+        "num_workers",
+        "read_threads",
+        "worker_buffer_size",
+        "prefetch",
+        "decode_device",
+    }
+    (record,) = caplog.records
+    assert "autotune: num_workers=" in record.getMessage() and "['prefetch']" in record.getMessage()
+    loader = make_loader(dataset, global_batch_size=4, **kwargs)
+    loader.close()
