@@ -312,25 +312,28 @@ def _probe_camera(ds: Any, cam: str, count: int, spec: Mapping[str, Any]) -> Cam
         decode_gops([gop], [frames], info.codec, info.width, info.height)
 
     decode(segments[0], [0])  # the first call loads codecs: not part of the timing
-    started = time.perf_counter()
-    for seg, n in zip(segments, lengths):
-        decode(seg, list(range(n)))
-    per_frame = (time.perf_counter() - started) * 1e3 / max(1, sum(lengths))
-    started = time.perf_counter()
-    for seg, n in zip(segments, lengths):
-        decode(seg, [n // 2])
-    random_access = (time.perf_counter() - started) * 1e3 / len(segments)
+    # Medians over the GOPs: robust to a busy machine's hiccups.
+    per_frame = np.median(
+        [_ms(decode, seg, list(range(n))) / n for seg, n in zip(segments, lengths)]
+    )
+    random_access = np.median([_ms(decode, seg, [n // 2]) for seg, n in zip(segments, lengths)])
     return CameraProbe(
         codec=info.codec,
         height=info.height,
         width=info.width,
         segment_bytes=float(np.mean([len(s) for s in segments])),
         frames_per_segment=float(np.mean(lengths)),
-        decode_ms_per_frame=per_frame,
-        decode_ms_random=random_access,
+        decode_ms_per_frame=float(per_frame),
+        decode_ms_random=float(random_access),
         frames_per_sample=int(shape[0]) if len(shape) == 4 else 1,
         segments_measured=len(segments),
     )
+
+
+def _ms(fn: Any, *args: Any) -> float:
+    started = time.perf_counter()
+    fn(*args)
+    return (time.perf_counter() - started) * 1e3
 
 
 def _sample_segments(

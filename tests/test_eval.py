@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -207,8 +208,20 @@ def test_one_shard_without_output_execs_the_command_unchanged(monkeypatch):
     monkeypatch.setattr(os, "execvpe", fake_exec)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     argv = ["eval-parallel", "--", "python", "eval.py", "--shard", "{shard_id}", '{"k": 1}']
-    main(argv)
+    assert main(argv) == 0
     ((file, args, env),) = calls
     assert file == "python" and args == ["python", "eval.py", "--shard", "0", '{"k": 1}']
     assert env["JAXLOAD_SHARD_ID"] == "0" and env["JAXLOAD_NUM_SHARDS"] == "1"
     assert "OMP_NUM_THREADS" not in env and "JAXLOAD_SHARD_OUTPUT" not in env
+
+
+def test_a_failing_shard_stops_the_others(tmp_path, capfd):
+    started = time.monotonic()
+    code = "import os, sys, time\nif os.environ['JAXLOAD_SHARD_ID'] == '0': sys.exit(5)\n"
+    code += "time.sleep(300)"
+    out = tmp_path / "merged.json"
+    argv = ["eval-parallel", "--num-shards", "3", "--output", str(out), "--"]
+    assert main([*argv, sys.executable, "-c", code]) == 5
+    assert time.monotonic() - started < 60  # the sleepers were stopped, not awaited
+    assert "shard 0 of 3 failed with exit code 5" in capfd.readouterr().err
+    assert not out.exists()

@@ -14,7 +14,7 @@ With N > 1 the launcher also sets, unless already set: OMP_NUM_THREADS = max(1, 
 (N processes must not each start one thread per core), MUJOCO_GL = egl when an NVIDIA GPU is
 present else osmesa (headless rendering), and PYTHONUNBUFFERED = 1 (so output streams); each
 output line is prefixed with "[shard i/N] ". If a shard fails, the others are stopped
-(SIGTERM, then SIGKILL after 10 s) and the launcher exits with the failing shard's status,
+(SIGTERM to their process groups, then SIGKILL after 10 s) and the launcher exits with the failing shard's status,
 naming it; nothing is written to --output, and the shards' files are kept for inspection.
 
 The merged file is {"num_shards", "command", "shards": [{"shard_id", "returncode",
@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         argv = _substitute(cmd, 0, 1, None)
         sys.stdout.flush()
         os.execvpe(argv[0], argv, env)  # replaces this process: the command runs unchanged
+        return 0  # not reached
     return _run_shards(cmd, n, args.output, args.shard_dir)
 
 
@@ -90,6 +91,7 @@ class _Shard:
         self.process: subprocess.Popen | None = None
         self.pump: threading.Thread | None = None
         self.started = self.ended = 0.0
+        self.own_group = False
 
 
 def _run_shards(cmd: list[str], n: int, output: str | None, shard_dir: str | None) -> int:
@@ -180,8 +182,11 @@ def _start(shard: _Shard, n: int, *, prefix: bool, lock: threading.Lock) -> None
             env=shard.env,
             stdout=pipe,
             stderr=subprocess.STDOUT if prefix else None,
-            start_new_session=True,  # its own process group: stopping it stops its children
+            # Several shards: each its own process group, so stopping one stops its children.
+            # One shard keeps the terminal's group (Ctrl-C, a debugger's stdin work as usual).
+            start_new_session=prefix,
         )
+        shard.own_group = prefix
     except OSError as e:
         raise JaxloadError(f"cannot start {shard.argv[0]!r}: {e}") from e
     if prefix:
@@ -222,19 +227,22 @@ def _stop(shards: list[_Shard]) -> None:
     """SIGTERM to each shard's process group, SIGKILL after KILL_GRACE_S."""
     alive = [s for s in shards if s.process is not None and s.process.poll() is None]
     for shard in alive:
-        _signal_group(shard.process, signal.SIGTERM)
+        _signal(shard, signal.SIGTERM)
     deadline = time.monotonic() + KILL_GRACE_S
     for shard in alive:
         try:
             shard.process.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _signal_group(shard.process, signal.SIGKILL)
+            _signal(shard, signal.SIGKILL)
             shard.process.wait()
 
 
-def _signal_group(process: subprocess.Popen, sig: int) -> None:
+def _signal(shard: _Shard, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):  # already gone
-        os.killpg(process.pid, sig)
+        if shard.own_group:
+            os.killpg(shard.process.pid, sig)
+        else:
+            shard.process.send_signal(sig)
 
 
 def _report_failure(shard: _Shard, n: int, directory: Path | None) -> int:
