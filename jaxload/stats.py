@@ -778,30 +778,48 @@ def _invert_cdf(
 
 
 def write_stats(
-    dataset_path: str | os.PathLike, source_stats_path: str | os.PathLike | None = None
+    dataset_path: str | os.PathLike,
+    source_stats: str | os.PathLike | bytes | Mapping[str, Any] | None = None,
 ) -> dict[str, FeatureStats]:
     """Computes the stats of a converted dataset and writes meta/stats.json (LeRobot's
     structure) and meta/stats_sketch.npz (histograms for merging), each atomically.
 
-    Image stats (per channel) are copied from `source_stats_path` (a LeRobot
-    meta/stats.json) for the dataset's cameras when that file has them; video is never
-    decoded.
+    Needs the dataset's meta/info.json, meta/episodes.parquet and shards. Image stats (per
+    channel) are copied for the dataset's cameras from `source_stats`, the source's LeRobot
+    stats.json: a path (skipped when the file does not exist), its bytes, or its parsed
+    dict; video is never decoded.
 
-    Example (the converter, before publishing its temp directory):
-        >>> write_stats(tmp_out, source_root / "meta" / "stats.json")
+    Example (the converter, after writing the metadata, before publishing):
+        >>> write_stats(tmp_out, source.stats_json())     # or source_root / "meta/stats.json"
     """
     root = Path(dataset_path)
     info = fmt.read_info(root)
     stats = compute_stats(root)
-    if source_stats_path is not None and Path(source_stats_path).is_file():
-        source = _read_json(Path(source_stats_path))
-        for cam in info.cameras:
-            if cam in source:
-                stats[cam] = FeatureStats.from_json(source[cam], f"{source_stats_path}: {cam}")
+    source = _source_stats(source_stats)
+    for cam in info.cameras:
+        if cam in source:
+            stats[cam] = FeatureStats.from_json(source[cam], f"source stats.json: {cam}")
     ordered = {k: stats[k] for k in [*info.cameras, *info.features] if k in stats}
     _write_sketch(root / SKETCH_PATH, ordered)
     fmt.write_json_atomic(root / fmt.STATS_PATH, {k: s.to_json() for k, s in ordered.items()})
     return ordered
+
+
+def _source_stats(source: str | os.PathLike | bytes | Mapping[str, Any] | None) -> Mapping:
+    if source is None:
+        return {}
+    if isinstance(source, Mapping):
+        return source
+    if isinstance(source, bytes):
+        try:
+            raw = json.loads(source)
+        except ValueError as e:
+            raise DatasetError(f"source stats.json: unreadable ({e})") from e
+        if not isinstance(raw, dict):
+            raise DatasetError("source stats.json: expected a JSON object per feature")
+        return raw
+    path = Path(source)
+    return _read_json(path) if path.is_file() else {}
 
 
 def load_stats(dataset_path: str | os.PathLike) -> dict[str, FeatureStats]:

@@ -230,3 +230,18 @@ def test_merge_without_sketches_falls_back_to_lerobots_weighted_quantiles(shared
     np.testing.assert_allclose(merged.quantiles["q50"], image.quantiles["q50"])
     np.testing.assert_allclose(merged.std, image.std)
     assert "no quantile sketch" in caplog.text
+
+
+def test_source_stats_as_bytes_or_dict(shared, shared_lerobot, tmp_path):
+    root = tmp_path / "ds"
+    shutil.copytree(shared["h264_single"], root)
+    raw = (shared_lerobot / "h264_single" / "meta" / "stats.json").read_bytes()
+    from_bytes = S.write_stats(root, raw)  # what a remote source hands over
+    from_dict = S.write_stats(root, json.loads(raw))
+    np.testing.assert_array_equal(
+        from_bytes["observation.image"].mean, from_dict["observation.image"].mean
+    )
+    assert "observation.image" not in S.write_stats(root, None)  # no source stats
+    assert "observation.image" not in S.write_stats(root, tmp_path / "missing.json")
+    with pytest.raises(DatasetError, match=r"source stats\.json: unreadable"):
+        S.write_stats(root, b"{oops")
