@@ -19,3 +19,5 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 # torchcodec's 0.13 wheel is the CPU build that matches torch 2.13; it has no Python deps.
 "${PIP[@]}" install --no-deps -c constraints.txt torchcodec
 "${PIP[@]}" install -c constraints.txt -e ".[dev]"
+# LeRobot itself, as the benchmark's reference and for the harness's tests.
+bash scripts/install_lerobot.sh
