@@ -49,6 +49,7 @@ class JaxloadDataset:
         *,
         delta_timestamps: Mapping[str, Sequence[float]] | None = None,
         episodes: Iterable[int] | None = None,
+        speed: bool = False,
     ):
         self.path = str(path)
         self.info = fmt.read_info(path)
@@ -61,6 +62,11 @@ class JaxloadDataset:
         self._frame_dtype = self.info.frame_dtype
         self._tasks = _read_tasks(Path(path))
         self._load_episodes(Path(path), episodes)
+        self._speed = None
+        if speed:  # per-task speed bucket of each episode (jaxload.speed)
+            from jaxload.speed import speed_labels
+
+            self._speed = speed_labels(self)
         self.fingerprint = self._selection_fingerprint()
         self._local = threading.local()
 
@@ -103,6 +109,7 @@ class JaxloadDataset:
             "content": self.info.fingerprint,
             "episodes": self.episode_index.tolist(),
             "windows": {k: v.tolist() for k, v in sorted(self._offsets.items())},
+            "speed": self._speed is not None,
         }
         return hashlib.sha256(json.dumps(view, sort_keys=True).encode()).hexdigest()
 
@@ -126,6 +133,8 @@ class JaxloadDataset:
             spec[key] = ((*window, cam.height, cam.width, 3), np.dtype(np.uint8))
         for key, offsets in self._offsets.items():
             spec[f"{key}_is_pad"] = ((len(offsets),), np.dtype(bool))
+        if self._speed is not None:
+            spec["speed"] = ((), np.dtype(np.int64))
         return spec
 
     def _window_shape(self, key: str) -> tuple[int, ...]:
@@ -203,6 +212,8 @@ class JaxloadDataset:
                 sample[key] = np.ascontiguousarray(rows.get(slots[key][b], needed[key][b])[key])
             for key, pad in pads.items():
                 sample[f"{key}_is_pad"] = pad[b]
+            if self._speed is not None:
+                sample["speed"] = np.array(self._speed[ep[b]])
             sample["task"] = self._task(int(anchor["task_index"]))
             samples.append(sample)
         return samples, videos
@@ -264,6 +275,7 @@ def open(
     *,
     delta_timestamps: Mapping[str, Sequence[float]] | None = None,
     episodes: Iterable[int] | None = None,
+    speed: bool = False,
 ) -> JaxloadDataset:
     """Opens a converted jaxload dataset as a map-style dataset over frames.
 
@@ -271,8 +283,11 @@ def open(
         >>> ds = jaxload.open("out/demo", delta_timestamps={"action": [k / 30 for k in range(16)]})
         >>> len(ds), ds[0]["action"].shape
         (1247, (16, 8))
+
+    `speed=True` adds the key "speed": the episode's per-task speed bucket (0, 10, ..., 100,
+    see jaxload.speed), computed once per dataset and stored in its metadata.
     """
-    return JaxloadDataset(path, delta_timestamps=delta_timestamps, episodes=episodes)
+    return JaxloadDataset(path, delta_timestamps=delta_timestamps, episodes=episodes, speed=speed)
 
 
 def _read_records(

@@ -20,9 +20,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-import av
 import numpy as np
-from torchcodec.decoders import VideoDecoder
 
 _COUNT = struct.Struct("<I")
 # Any constant rate works: frames are addressed by index, timestamps are never compared.
@@ -51,6 +49,8 @@ def gop_num_frames(record: bytes) -> int:
 
 def mux_gops(gops: Sequence[bytes], codec: str, width: int, height: int) -> bytes:
     """An mp4 holding the GOPs one after another, frame i at timestamp i."""
+    import av  # imported on first decode: `import jaxload` stays light
+
     buffer = io.BytesIO()
     # bitexact: no library version strings, so the bytes depend only on the packets.
     with av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"}) as out:
@@ -121,6 +121,7 @@ class EncodedFrames:
         """(B, T, H, W, 3) uint8 frames, contiguous: numpy on "cpu" unless `as_torch`, else
         a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC)."""
         import torch
+        from torchcodec.decoders import VideoDecoder
 
         counts = np.asarray([gop_num_frames(g) for g in self.gops], dtype=np.int64)
         firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])

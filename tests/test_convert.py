@@ -199,3 +199,16 @@ def test_converts_into_an_existing_empty_directory(tmp_path):
     (tmp_path / "ds").mkdir()
     convert(src, tmp_path / "ds", workers=1, progress=False)
     assert len(jaxload.open(tmp_path / "ds")) == 3
+
+
+def test_speed_key_is_the_episodes_speed_bucket(converted):
+    from jaxload.speed import speed_labels
+
+    ds = jaxload.open(converted, speed=True)
+    labels = speed_labels(ds)
+    samples = ds.__getitems__([0, 5, 6, 8])
+    for s in samples:
+        episode = int(np.flatnonzero(ds.episode_index == s["episode_index"])[0])
+        assert s["speed"] == labels[episode] and s["speed"].dtype == np.int64
+    assert ds.element_spec()["speed"] == ((), np.dtype(np.int64))
+    assert "speed" not in jaxload.open(converted)[0]

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import jaxload
-import jaxload.video
 from converters.convert import convert
 from jaxload.device_decode import to_jax
 from tests.lerobot_factory import decode_frame_leds, write_lerobot_v3
@@ -46,14 +45,16 @@ def test_encoded_frames_decode_to_the_samples_frames(dataset):
 
 
 def test_one_decoder_per_camera_per_batch(dataset, monkeypatch):
+    import torchcodec.decoders
+
     created = []
-    real = jaxload.video.VideoDecoder
+    real = torchcodec.decoders.VideoDecoder
 
     def counting(*args, **kwargs):
         created.append(kwargs.get("device"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(jaxload.video, "VideoDecoder", counting)
+    monkeypatch.setattr(torchcodec.decoders, "VideoDecoder", counting)
     ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
     ds.__getitems__(list(range(0, 54, 2)))  # 27 samples spread over every GOP
     assert len(created) == len(CAMERAS)
