@@ -6,7 +6,8 @@ Pipeline (one element = this host's part of one global batch)::
       .map(ReadBatch)                         positions -> samples (ds.__getitems__) -> one dict
       .to_iter_dataset(ReadOptions)           read threads in each worker
       .mp_prefetch(MultiprocessingOptions)    worker processes, deterministic round robin
-      .map(ToGlobalArrays)                    numpy -> global jax.Array (only with `sharding`)
+      .map(ToGlobalArrays)                    numpy -> global jax.Array (only with `sharding`);
+                                              decode_device="cuda": each device decodes its rows
       ThreadPrefetchIterDataset               background thread: the trainer never waits on Python
 
 Batch k is global positions ``[k*G, (k+1)*G)`` of the sample stream (see
@@ -17,6 +18,7 @@ loader's state is the global position of the next batch (see ``jaxload.state``).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import sys
 import weakref
@@ -27,12 +29,18 @@ import grain
 import numpy as np
 
 from jaxload import hosts
+from jaxload.device_batch import decode_to_global, merge_encoded
 from jaxload.mixture import DEFAULT_BLOCK_SIZE
-from jaxload.schema import BatchSchema
+from jaxload.schema import BatchSchema, rename_key
 from jaxload.state import LoaderState, check_compatible, stream_fingerprint
 from jaxload.stream import SampleStream
+from jaxload.video import EncodedFrames
 
 Batch = dict[str, Any]
+# Where video can be decoded: "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any
+# device type torchcodec supports, e.g. CPU devices in tests) in the training process,
+# onto the device that holds each row of the global batch.
+DECODE_DEVICES = ("cpu", "cuda", "device")
 
 
 def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
@@ -56,10 +64,12 @@ class ReadBatch(grain.transforms.Map):
         start: int,
         global_batch_size: int,
         batch_transform: Callable[[Batch], Batch] | None = None,
+        encoded: Sequence[str] = (),
     ):
         self.datasets, self.stream, self.schema = list(datasets), stream, schema
         self.rows, self.start, self.global_batch_size = rows, int(start), int(global_batch_size)
         self.batch_transform = batch_transform
+        self.encoded = tuple(encoded)  # camera keys the training process decodes
 
     def positions(self, k: int) -> np.ndarray:
         """Global stream positions of this host's rows of batch k."""
@@ -68,13 +78,20 @@ class ReadBatch(grain.transforms.Map):
     def map(self, k: int) -> Batch:
         dataset_ids, ds_positions = self.stream.locate(self.positions(k))
         samples: list[dict | None] = [None] * len(dataset_ids)
+        videos: dict[str, list] = {cam: [] for cam in self.encoded}
         for d in np.unique(dataset_ids):
             where = np.flatnonzero(dataset_ids == d)
-            for i, sample in zip(
-                where, read_samples(self.datasets[d], ds_positions[where]), strict=True
-            ):
+            if self.encoded:
+                got, encoded = self.datasets[d].read_encoded(ds_positions[where].tolist())
+                for raw_key, video in encoded.items():
+                    videos[rename_key(raw_key, self.schema.key_maps[d])].append((where, video))
+            else:
+                got = read_samples(self.datasets[d], ds_positions[where])
+            for i, sample in zip(where, got, strict=True):
                 samples[i] = sample
-        batch = self.schema.collate(samples, dataset_ids)
+        batch = self.schema.collate(samples, dataset_ids, exclude=self.encoded)
+        for cam, parts in videos.items():
+            batch[cam] = merge_encoded(parts, len(samples))
         return self.batch_transform(batch) if self.batch_transform else batch
 
 
@@ -87,30 +104,52 @@ class OwnArrays(grain.transforms.Map):
     """
 
     def map(self, batch: Batch) -> Batch:
-        return {k: np.array(v, copy=True, subok=False) for k, v in batch.items()}
+        return {
+            k: np.array(v, copy=True, subok=False) if isinstance(v, np.ndarray) else v
+            for k, v in batch.items()
+        }
 
 
 class ToGlobalArrays(grain.transforms.Map):
-    """Host-local numpy batch -> global jax.Arrays over `sharding` (strings stay numpy)."""
+    """Host-local batch -> global jax.Arrays over `sharding` (strings stay numpy).
 
-    def __init__(self, sharding: Any, global_batch_size: int):
+    Cameras left encoded by the workers (decode_device="cuda") are decoded here, each
+    device decoding the rows it holds; `rows` are this host's global rows.
+    """
+
+    def __init__(
+        self,
+        sharding: Any,
+        global_batch_size: int,
+        rows: np.ndarray,
+        sample_shapes: Mapping[str, tuple[int, ...]],
+    ):
         self.sharding, self.global_batch_size = sharding, int(global_batch_size)
+        self.rows, self.sample_shapes = rows, dict(sample_shapes)
         self._by_rank: dict[int, Any] = {}
+
+    def _sharding(self, ndim: int) -> Any:
+        if ndim not in self._by_rank:
+            self._by_rank[ndim] = hosts.sharding_for_rank(self.sharding, ndim)
+        return self._by_rank[ndim]
 
     def map(self, batch: Batch) -> Batch:
         import jax
 
         out = {}
         for key, value in batch.items():
-            if value.dtype.kind in "USO":
+            if isinstance(value, EncodedFrames):
+                shape = self.sample_shapes[key]
+                out[key] = decode_to_global(
+                    value, shape, self._sharding(1 + len(shape)), self.rows, self.global_batch_size
+                )
+            elif value.dtype.kind in "USO":
                 out[key] = value
-                continue
-            if value.ndim not in self._by_rank:
-                self._by_rank[value.ndim] = hosts.sharding_for_rank(self.sharding, value.ndim)
-            global_shape = (self.global_batch_size, *value.shape[1:])
-            out[key] = jax.make_array_from_process_local_data(
-                self._by_rank[value.ndim], value, global_shape
-            )
+            else:
+                global_shape = (self.global_batch_size, *value.shape[1:])
+                out[key] = jax.make_array_from_process_local_data(
+                    self._sharding(value.ndim), value, global_shape
+                )
         return out
 
 
@@ -202,11 +241,9 @@ class Loader:
         rows: np.ndarray,
         host_count: int,
         sharding: Any,
-        num_workers: int,
-        read_threads: int,
-        worker_buffer_size: int,
-        prefetch: int,
+        options: PipelineOptions,
         batch_transform: Callable[[Batch], Batch] | None,
+        encoded: Sequence[str] = (),
     ):
         self.datasets, self.names, self.stream, self.schema = (
             list(datasets),
@@ -217,9 +254,8 @@ class Loader:
         self.global_batch_size, self.seed, self.shuffle = global_batch_size, seed, shuffle
         self.drop_n_first_frames, self.drop_n_last_frames = drop_n_first_frames, drop_n_last_frames
         self.num_epochs, self.rows, self.host_count = num_epochs, rows, host_count
-        self.sharding, self.num_workers, self.read_threads = sharding, num_workers, read_threads
-        self.worker_buffer_size, self.prefetch = worker_buffer_size, prefetch
-        self.batch_transform = batch_transform
+        self.sharding, self.options = sharding, options
+        self.batch_transform, self.encoded = batch_transform, tuple(encoded)
         self.fingerprint = stream_fingerprint(
             [d.fingerprint for d in self.datasets],
             [d.episode_index for d in self.datasets],
@@ -238,7 +274,7 @@ class Loader:
         """Start worker processes and prefetching now (otherwise the first next() does)."""
         if self._iterator is None:
             self._iterator = self.grain_dataset().__iter__()
-            if self.num_workers > 0:
+            if self.options.num_workers > 0:
                 _start_workers(self._iterator)
             self._iterator.start_prefetch()
             _RUNNING.add(self)
@@ -355,26 +391,29 @@ class Loader:
             start=self.position,
             global_batch_size=self.global_batch_size,
             batch_transform=self.batch_transform,
+            encoded=self.encoded,
         )
 
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""
         count = self.num_batches
         ds = grain.MapDataset.range(sys.maxsize if count is None else count).map(self.read_batch())
+        o = self.options
         it = ds.to_iter_dataset(
             grain.ReadOptions(
-                num_threads=self.read_threads, prefetch_buffer_size=max(1, 2 * self.read_threads)
+                num_threads=o.read_threads, prefetch_buffer_size=max(1, 2 * o.read_threads)
             )
         )
-        if self.num_workers > 0:
+        if o.num_workers > 0:
             it = it.mp_prefetch(
                 grain.MultiprocessingOptions(
-                    num_workers=self.num_workers, per_worker_buffer_size=self.worker_buffer_size
+                    num_workers=o.num_workers, per_worker_buffer_size=o.worker_buffer_size
                 )
             ).map(OwnArrays())
         if self.sharding is not None:
-            it = it.map(ToGlobalArrays(self.sharding, self.global_batch_size))
-        return grain.experimental.ThreadPrefetchIterDataset(it, prefetch_buffer_size=self.prefetch)
+            shapes = {k: self.schema.fields[k].shape for k in self.encoded}
+            it = it.map(ToGlobalArrays(self.sharding, self.global_batch_size, self.rows, shapes))
+        return grain.experimental.ThreadPrefetchIterDataset(it, prefetch_buffer_size=o.prefetch)
 
 
 def make_loader(
@@ -395,11 +434,12 @@ def make_loader(
     episodes: Any = None,
     key_maps: Sequence[Mapping[str, str]] | None = None,
     num_workers: int | None = None,
-    read_threads: int = 2,
-    worker_buffer_size: int = 2,
-    prefetch: int = 2,
+    read_threads: int | None = None,
+    worker_buffer_size: int | None = None,
+    prefetch: int | None = None,
     mixture_block_size: int | None = DEFAULT_BLOCK_SIZE,
     batch_transform: Callable[[Batch], Batch] | None = None,
+    autotune: bool = False,
 ) -> Loader:
     """Deterministic, resumable iterator of global batches over one or more jaxload datasets.
 
@@ -438,6 +478,14 @@ def make_loader(
     `batch_transform` (a batch -> batch function run in the workers on this host's numpy
     part; define it at module level so worker processes can unpickle it).
 
+    Video: `decode_device="cpu"` decodes in the workers. `"cuda"` (NVDEC) and `"device"` (any
+    device torchcodec decodes on) need `sharding`: the workers only read, each camera of a
+    batch travels compressed (`jaxload.video.EncodedFrames`; a `batch_transform` sees it
+    so), and in this process every device decodes the rows it holds, handed to JAX through
+    DLPack. `autotune=True` fills in num_workers, read_threads, worker_buffer_size,
+    prefetch and decode_device from `jaxload.autotune` (probing this machine and the
+    data); the ones passed explicitly are kept (decode_device counts when not "cpu").
+
     The returned Loader is an iterator (not thread-safe: one consumer) with `get_state()`,
     `set_state(state, allow_global_batch_size_change=False)`, `start()`, `close()` (also a
     context manager), `position`, `epoch`, `epoch_size`, `num_batches`, `element_spec`.
@@ -446,10 +494,6 @@ def make_loader(
         raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
     if num_epochs is not None and num_epochs < 1:
         raise ValueError(f"num_epochs must be None or >= 1, got {num_epochs}")
-    if decode_device != "cpu":
-        raise NotImplementedError(
-            f"decode_device={decode_device!r}: only 'cpu' decoding is implemented in the loader yet"
-        )
     datasets, names = _open_all(paths_or_datasets, delta_timestamps, episodes)
     stream = SampleStream(
         [d.episode_lengths for d in datasets],
@@ -462,8 +506,13 @@ def make_loader(
     )
     schema = BatchSchema([d.element_spec() for d in datasets], key_maps)
     rows, host_count = _rows(global_batch_size, sharding, host_index, host_count)
-    num_workers = _default_workers() if num_workers is None else int(num_workers)
-    if num_workers > 0:
+    options = PipelineOptions.resolve(
+        num_workers, read_threads, worker_buffer_size, prefetch, decode_device
+    )
+    if autotune:
+        options = _autotuned(options, datasets, delta_timestamps, host_count, sharding)
+    encoded = _encoded_cameras(options.decode_device, datasets, schema, sharding)
+    if options.num_workers > 0:
         _ensure_absl_flags_parsed()
     return Loader(
         datasets,
@@ -479,12 +528,96 @@ def make_loader(
         rows=rows,
         host_count=host_count,
         sharding=sharding,
-        num_workers=num_workers,
-        read_threads=int(read_threads),
-        worker_buffer_size=int(worker_buffer_size),
-        prefetch=int(prefetch),
+        options=options,
         batch_transform=batch_transform,
+        encoded=encoded,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineOptions:
+    """How the pipeline runs (never what it yields): workers, threads, buffers, decode."""
+
+    num_workers: int
+    read_threads: int = 2
+    worker_buffer_size: int = 2
+    prefetch: int = 2
+    decode_device: str = "cpu"
+    explicit: tuple[str, ...] = ()  # the ones the caller set (autotune keeps them)
+
+    @classmethod
+    def resolve(
+        cls,
+        num_workers: int | None,
+        read_threads: int | None,
+        worker_buffer_size: int | None,
+        prefetch: int | None,
+        decode_device: str,
+    ) -> PipelineOptions:
+        given = {
+            "num_workers": num_workers,
+            "read_threads": read_threads,
+            "worker_buffer_size": worker_buffer_size,
+            "prefetch": prefetch,
+            # "cpu" is the contract's default, so only another value counts as a choice.
+            "decode_device": None if decode_device == "cpu" else decode_device,
+        }
+        if decode_device not in DECODE_DEVICES:
+            raise ValueError(f"decode_device={decode_device!r}; choose one of {DECODE_DEVICES}")
+        set_ = {k: v for k, v in given.items() if v is not None}
+        kw = {k: int(v) for k, v in set_.items() if k != "decode_device"}
+        return cls(
+            num_workers=kw.pop("num_workers", _default_workers()),
+            decode_device=decode_device,
+            explicit=tuple(sorted(set_)),
+            **kw,
+        )
+
+
+def _autotuned(
+    options: PipelineOptions, datasets: list, delta_timestamps: Any, host_count: int, sharding: Any
+) -> PipelineOptions:
+    """Apply jaxload.autotune's recommendation to the knobs the caller left unset."""
+    from jaxload.autotune import tuned_loader_kwargs
+
+    explicit = {k: getattr(options, k) for k in options.explicit}
+    windows = delta_timestamps if isinstance(delta_timestamps, Mapping) else None
+    tuned = tuned_loader_kwargs(
+        datasets, delta_timestamps=windows, host_count=host_count, overrides=explicit
+    )
+    if tuned.get("decode_device", "cpu") != "cpu" and sharding is None:
+        tuned["decode_device"] = "cpu"  # decoding onto devices needs to know which: `sharding`
+    fields = {f.name for f in dataclasses.fields(PipelineOptions)}
+    return dataclasses.replace(options, **{k: v for k, v in tuned.items() if k in fields})
+
+
+def _encoded_cameras(
+    decode_device: str, datasets: Sequence[Any], schema: BatchSchema, sharding: Any
+) -> tuple[str, ...]:
+    """Camera keys (batch names) the training process decodes; () when workers decode."""
+    if decode_device == "cpu":
+        return ()
+    if sharding is None:
+        raise ValueError(
+            f"decode_device={decode_device!r} decodes each row on the device that holds it: "
+            "pass `sharding` (a NamedSharding over the batch axis)"
+        )
+    if decode_device == "cuda" and any(d.platform != "gpu" for d in sharding.addressable_devices):
+        raise ValueError("decode_device='cuda' needs GPU devices in `sharding`; use 'cpu'")
+    per_dataset = [
+        {rename_key(c, m) for c in d.camera_keys}
+        for d, m in zip(datasets, schema.key_maps, strict=True)
+    ]
+    cameras = set().union(*per_dataset)
+    for d, (ds, cams) in enumerate(zip(datasets, per_dataset, strict=True)):
+        if cams and not hasattr(ds, "read_encoded"):
+            raise ValueError(f"dataset {d} cannot hand over encoded video (no read_encoded)")
+        if cams != cameras:
+            raise ValueError(
+                f"decode_device={decode_device!r} needs every camera in every dataset; dataset "
+                f"{d} lacks {sorted(cameras - cams)} (use decode_device='cpu' for such mixtures)"
+            )
+    return tuple(sorted(cameras))
 
 
 # Loaders with a live pipeline. Closed before interpreter teardown: Grain's own __del__

@@ -17,7 +17,7 @@ Rules when datasets differ (documented in the README):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,10 +122,22 @@ class BatchSchema:
         """Shape (without batch axis) and dtype of every array key of a batch."""
         return {k: (f.shape, f.dtype) for k, f in self.fields.items()}
 
-    def collate(self, samples: Sequence[Mapping[str, Any]], dataset_ids: np.ndarray) -> dict:
-        """Stack samples (in order) into one batch dict; dataset_ids[i] is sample i's dataset."""
+    def collate(
+        self,
+        samples: Sequence[Mapping[str, Any]],
+        dataset_ids: np.ndarray,
+        exclude: Collection[str] = (),
+    ) -> dict:
+        """Stack samples (in order) into one batch dict; dataset_ids[i] is sample i's dataset.
+
+        Keys in `exclude` (cameras left encoded for the training process) are not built.
+        """
         n = len(samples)
-        out = {k: np.full((n, *f.shape), f.fill, f.dtype) for k, f in self.fields.items()}
+        out = {
+            k: np.full((n, *f.shape), f.fill, f.dtype)
+            for k, f in self.fields.items()
+            if k not in exclude
+        }
         dataset_ids = np.asarray(dataset_ids, np.int64)
         out["dataset_index"][:] = dataset_ids
         for key, masks in self.dim_pads.items():

@@ -276,8 +276,10 @@ def test_sharded_batches_are_global_jax_arrays():
 def test_arguments_are_checked():
     with pytest.raises(ValueError, match="global_batch_size"):
         _loader(global_batch_size=0)
-    with pytest.raises(NotImplementedError, match="decode_device"):
+    with pytest.raises(ValueError, match="pass `sharding`"):
         _loader(global_batch_size=2, decode_device="cuda")
+    with pytest.raises(ValueError, match="choose one of"):
+        _loader(global_batch_size=2, decode_device="gpu")
     with pytest.raises(ValueError, match="2 weights for 1 datasets"):
         _loader(global_batch_size=2, weights=[1, 2])
     loader = _loader(global_batch_size=10, num_epochs=2)

@@ -1,5 +1,10 @@
 """make_loader on real converted LeRobot fixtures (tabular_only, h264_single) with worker processes."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
@@ -119,3 +124,29 @@ def test_episode_selection_passes_through(converted):
     )
     episodes = np.concatenate([b["episode_index"] for b in loader])
     assert set(episodes.tolist()) == {1, 4}
+
+
+def test_decoding_on_the_devices_equals_decoding_in_the_workers(converted):
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        "JAX_PLATFORMS": "cpu",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.decode_device_script", str(converted / "h264_single")],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-4000:]
+
+
+def test_autotune_fills_in_the_knobs_left_unset(converted):
+    loader = make_loader(
+        converted / "h264_single", global_batch_size=8, autotune=True, num_workers=0, prefetch=3
+    )
+    assert loader.options.num_workers == 0 and loader.options.prefetch == 3  # kept
+    assert loader.options.read_threads >= 1 and loader.options.decode_device == "cpu"
+    assert next(loader)["index"].shape == (8,)
