@@ -103,6 +103,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1, help="Grain worker processes")
+    p.add_argument(
+        "--decode-device",
+        default="cpu",
+        choices=("cpu", "cuda", "device"),
+        help="cpu: decode in the workers; cuda: each GPU decodes its rows (NVDEC)",
+    )
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--restore", action="store_true", help="resume from the latest checkpoint")
     return p.parse_args()
@@ -124,6 +130,7 @@ def main() -> None:
         delta_timestamps={"action": [k / fps for k in range(CHUNK)]},
         sharding=data_sharding,
         num_workers=args.workers,
+        decode_device=args.decode_device,
         batch_transform=Normalize.from_datasets(
             dataset_dir, {"observation.state": "mean_std", "action": "mean_std"}
         ),
