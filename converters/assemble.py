@@ -26,6 +26,7 @@ from converters.partial import JobState, crash_point, write_json_durable
 from converters.plan import Unit
 from converters.writer import ShardWriter
 from jaxload import format as fmt
+from jaxload.errors import JaxloadError
 
 READ_BATCH = 256  # records per read when re-hashing a finished shard
 
@@ -110,8 +111,7 @@ def assemble(
                 continue
             first = stop - len(unit.episodes)
             for position, (episode, blocks) in enumerate(
-                _part_episodes(state.part_path(unit.index), records[unit.index], cameras),
-                start=first,
+                _part_episodes(state, records[unit.index], cameras), start=first
             ):
                 if position < resume_at:
                     continue
@@ -145,8 +145,9 @@ def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> pa
     return pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in rows], schema=schema)
 
 
-def write_episodes(root: Path, rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> None:
-    pq.write_table(episodes_table(rows, cameras), Path(root) / fmt.EPISODES_PATH)
+def write_episodes(path: Path, rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> None:
+    """meta/episodes.parquet at `path`."""
+    pq.write_table(episodes_table(rows, cameras), path)
 
 
 def _unit_stops(units: Sequence[Unit]) -> list[int]:
@@ -158,15 +159,27 @@ def _unit_stops(units: Sequence[Unit]) -> list[int]:
     return stops
 
 
-def _part_episodes(path: Path, record: dict[str, Any], cameras: Sequence[str]):
-    """(episode record, record blocks) of each episode in a unit's part, in order."""
-    reader = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
+def _part_episodes(state: JobState, record: dict[str, Any], cameras: Sequence[str]):
+    """(episode record, record blocks) of each episode in a unit's part, in order.
+
+    A part that cannot be read (a damaged disk) is forgotten with its record, so the
+    rerun the error asks for converts that unit again.
+    """
+    unit = record["unit"]
+    path = state.part_path(unit)
+    try:
+        reader = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
+    except Exception as e:  # array_record raises RuntimeError/ValueError on corruption
+        raise _bad_part(state, unit, e) from e
     try:
         start = 0
         for episode in record["episodes"]:
             counts = [episode["frame_records"]]
             counts += [len(episode["videos"][cam]["segment_starts"]) for cam in cameras]
-            data = reader.read(list(range(start, start + sum(counts))))
+            try:
+                data = reader.read(list(range(start, start + sum(counts))))
+            except Exception as e:
+                raise _bad_part(state, unit, e) from e
             start += sum(counts)
             blocks, offset = [], 0
             for n in counts:
@@ -175,6 +188,15 @@ def _part_episodes(path: Path, record: dict[str, Any], cameras: Sequence[str]):
             yield episode, blocks
     finally:
         reader.close()
+
+
+def _bad_part(state: JobState, unit: int, error: Exception) -> JaxloadError:
+    state.unit_record_path(unit).unlink(missing_ok=True)
+    state.part_path(unit).unlink(missing_ok=True)
+    return JaxloadError(
+        f"{state.part_path(unit)}: unreadable ({error}); it was dropped, rerun the command "
+        "to convert that unit again"
+    )
 
 
 def _row(episode: dict[str, Any], shard: int, starts: list[int], cameras: Sequence[str]):

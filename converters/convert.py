@@ -420,18 +420,23 @@ def _finite(x: float) -> float | None:
 
 
 def _write_meta(root: Path, source: LeRobotSource, rows, info: DatasetInfo) -> None:
+    """Every metadata file under a temp name, then renamed (info.json last)."""
     meta = root / "meta"
     meta.mkdir(parents=True, exist_ok=True)
-    write_episodes(root, rows, source.camera_keys)
     tasks = sorted(source.tasks.items())
-    pq.write_table(
-        pa.table({"task_index": [i for i, _ in tasks], "task": [t for _, t in tasks]}),
-        meta / "tasks.parquet",
-    )
+    table = pa.table({"task_index": [i for i, _ in tasks], "task": [t for _, t in tasks]})
+    _atomic(root / fmt.EPISODES_PATH, lambda p: write_episodes(p, rows, source.camera_keys))
+    _atomic(root / fmt.TASKS_PATH, lambda p: pq.write_table(table, p))
     stats = source.stats_json()
     if stats is not None:
-        (meta / "stats.json").write_bytes(stats)
+        _atomic(root / fmt.STATS_PATH, lambda p: p.write_bytes(stats))
     fmt.write_json_atomic(root / fmt.INFO_PATH, info.to_json())
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
 
 
 def _publish(dataset: Path, out: Path) -> None:

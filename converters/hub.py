@@ -69,7 +69,9 @@ class HfHubClient:
 
     def download(self, repo_id: str, filename: str, revision: str, cache_dir: str) -> str:
         from huggingface_hub import hf_hub_download
+        from huggingface_hub.utils import disable_progress_bars
 
+        disable_progress_bars()  # one bar per file from every worker: the converter has its own
         return hf_hub_download(
             repo_id,
             filename,

@@ -15,6 +15,7 @@ import pytest
 
 import jaxload
 from converters.convert import convert
+from converters.partial import partial_dir
 from jaxload.cli import main
 from jaxload.errors import JaxloadError, SourceError, WindowError
 from tests.helpers import leftovers
@@ -50,13 +51,21 @@ def _edit_episodes(root, column, episode, value):
 
 
 def _expect_failure(src, tmp_path, match):
-    """The API raises naming the problem, the CLI exits non-zero, and nothing is left."""
+    """The API raises naming the problem, the CLI exits non-zero, and no output appears."""
     out = tmp_path / "out"
     with pytest.raises(JaxloadError, match=match):
         convert(src, out, workers=1, progress=False)
-    assert not leftovers(tmp_path, "out")
+    _no_output(tmp_path)
     assert main(["convert", str(src), str(out), "--workers", "1"]) != 0
+    _no_output(tmp_path)
+
+
+def _no_output(tmp_path):
+    """No OUT, no temp dirs; units finished before the error may stay in the hidden partial
+    directory for a rerun (docs/CONVERT.md), which is never a dataset."""
     assert not leftovers(tmp_path, "out")
+    partial = partial_dir(tmp_path / "out")
+    assert not (partial / "meta").exists() and not (partial / "data").exists()
 
 
 def test_missing_info_json(src, tmp_path):
@@ -118,7 +127,7 @@ def test_cli_reports_errors_without_a_traceback(src, tmp_path):
     )
     assert run.returncode == 1
     assert "info.json: missing" in run.stderr and "Traceback" not in run.stderr
-    assert not leftovers(tmp_path, "out")
+    assert not leftovers(tmp_path, "out") and not partial_dir(tmp_path / "out").exists()
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ from tests.helpers import tree_bytes
 from tests.lerobot_factory import write_lerobot_v3
 
 LENGTHS = (12, 3, 30, 7, 1, 18, 5, 9)
+# ray.init starts its daemons with fork+exec from this (JAX-importing) process: harmless.
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 
 @pytest.fixture(scope="module")
