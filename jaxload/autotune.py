@@ -520,8 +520,7 @@ def recommend(
     cams = [(p.path, cam) for p in probes for cam in p.cameras]
     if probe_gpu_decode and machine.gpus and machine.torchcodec_cuda is None and cams:
         path, cam = cams[0]
-        segment = _sample_segments(path, _all_episodes(path), cam, 1)[0][0]
-        machine = dataclasses.replace(machine, torchcodec_cuda=probe_torchcodec_cuda(segment))
+        machine = dataclasses.replace(machine, torchcodec_cuda=_probe_cuda_on(path, cam))
     return _decide(
         machine, tuple(probes), target_samples_per_s, host_count, decode_devices, delta_timestamps
     )
@@ -683,18 +682,25 @@ def _decode_device(
     reasons: list[str],
 ) -> str:
     codecs = {c.codec for p in probes for c in p.cameras.values()}
+    return decide_decode_device(machine, codecs, decode_devices, reasons)
+
+
+def decide_decode_device(
+    machine: MachineInfo, codecs: set[str], decode_devices: Sequence[str], reasons: list[str]
+) -> str:
+    """ "cuda" when every GPU's NVDEC decodes every codec and torchcodec can use CUDA here,
+    else "cpu"; appends the why to `reasons`."""
     if not codecs:
         return "cpu"
     if not machine.gpus:
         reasons.append("decode on CPU: no GPU")
         return "cpu"
-    unsupported = {
-        f"{g.name} ({g.architecture})": sorted(codecs - g.nvdec_codecs)
-        for g in machine.gpus
-        if codecs - g.nvdec_codecs
-    }
+    unsupported = nvdec_unsupported(machine, codecs)
     if unsupported:
-        reasons.append(f"decode on CPU: NVDEC cannot decode {unsupported}; reconvert to h264")
+        reasons.append(
+            f"decode on CPU: NVDEC cannot decode {unsupported}; reconvert with "
+            "`jaxload convert --video-codec h264`"
+        )
         return "cpu"
     if "cuda" not in decode_devices:
         reasons.append(
@@ -709,15 +715,76 @@ def _decode_device(
     return "cuda"
 
 
-def probe_torchcodec_cuda(segment: bytes) -> bool:
-    """Whether torchcodec decodes `segment` on CUDA here (creates a CUDA context)."""
+def nvdec_unsupported(machine: MachineInfo, codecs: set[str]) -> dict[str, list[str]]:
+    """GPU ("name (architecture)") -> codecs among `codecs` its NVDEC cannot decode."""
+    return {
+        f"{g.name} ({g.architecture})": sorted(codecs - g.nvdec_codecs)
+        for g in machine.gpus
+        if codecs - g.nvdec_codecs
+    }
+
+
+def choose_decode_device(
+    datasets: Sequence[Any], *, machine: MachineInfo | None = None
+) -> tuple[str, tuple[str, ...]]:
+    """What `make_loader(decode_device="auto")` uses: ("cuda" | "cpu", reasons).
+
+    CUDA when torchcodec decodes on a GPU here and every GPU's NVDEC handles every camera
+    codec of the datasets (A100/H100/H200 have no AV1 decoder); otherwise CPU.
+    """
+    codecs = {cam.codec for d in datasets for cam in d.info.cameras.values()}
+    machine = machine or probe_machine()
+    if machine.gpus and machine.torchcodec_cuda is None and codecs:
+        d = next(d for d in datasets if d.info.cameras)
+        machine = dataclasses.replace(
+            machine, torchcodec_cuda=_probe_cuda_on(d.path, next(iter(sorted(d.info.cameras))))
+        )
+    reasons: list[str] = []
+    device = decide_decode_device(machine, codecs, ("cpu", "cuda"), reasons)
+    return device, tuple(reasons)
+
+
+def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None = None) -> None:
+    """Raises DatasetError when a GPU's NVDEC cannot decode a camera codec of the datasets."""
+    from jaxload.errors import DatasetError
+
+    machine = machine or probe_machine()
+    by_codec: dict[str, list[str]] = {}
+    for d in datasets:
+        for key, cam in d.info.cameras.items():
+            by_codec.setdefault(cam.codec, []).append(f"{d.path}: {key}")
+    unsupported = nvdec_unsupported(machine, set(by_codec))
+    if unsupported:
+        bad = sorted({c for codecs in unsupported.values() for c in codecs})
+        raise DatasetError(
+            f"decode_device='cuda': NVDEC on {', '.join(unsupported)} cannot decode {bad} "
+            f"({'; '.join(k for c in bad for k in by_codec[c])}); reconvert with "
+            "`jaxload convert SRC OUT --video-codec h264`, or use decode_device='cpu'"
+        )
+
+
+def _probe_cuda_on(path: str, cam: str) -> bool:
+    """torchcodec CUDA decode of one stored GOP of `cam` in the dataset at `path`."""
+    from jaxload import format as fmt
+
+    camera = fmt.read_info(path).cameras[cam]
+    segment = _sample_segments(path, _all_episodes(path), cam, 1)[0][0]
+    return probe_torchcodec_cuda(segment, camera.codec, camera.width, camera.height)
+
+
+def probe_torchcodec_cuda(segment: bytes, codec: str, width: int, height: int) -> bool:
+    """Whether torchcodec decodes a stored GOP record on CUDA here (creates a CUDA context)."""
     try:
         import torch
-        from torchcodec.decoders import VideoDecoder
+
+        from jaxload.video import EncodedFrames
 
         if not torch.cuda.is_available():
             return False
-        VideoDecoder(segment, device="cuda").get_frame_at(0)
+        one = np.zeros((1, 1), dtype=np.int64)
+        EncodedFrames.from_slots(
+            [segment], one, one, codec=codec, width=width, height=height
+        ).decode("cuda")
         return True
     except Exception:  # no NVCUVID, no CUDA build, driver mismatch: all mean "no"
         return False

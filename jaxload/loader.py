@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import logging
 import os
 import sys
 import weakref
@@ -40,7 +41,7 @@ Batch = dict[str, Any]
 # Where video can be decoded: "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any
 # device type torchcodec supports, e.g. CPU devices in tests) in the training process,
 # onto the device that holds each row of the global batch.
-DECODE_DEVICES = ("cpu", "cuda", "device")
+DECODE_DEVICES = ("cpu", "cuda", "device")  # and "auto", resolved to "cuda" or "cpu"
 
 
 def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
@@ -478,7 +479,9 @@ def make_loader(
     `batch_transform` (a batch -> batch function run in the workers on this host's numpy
     part; define it at module level so worker processes can unpickle it).
 
-    Video: `decode_device="cpu"` decodes in the workers. `"cuda"` (NVDEC) and `"device"` (any
+    Video: `decode_device="auto"` picks "cuda" when torchcodec decodes on a GPU here and
+    its NVDEC handles every camera's codec, else "cpu" (logged with the reason).
+    `decode_device="cpu"` decodes in the workers. `"cuda"` (NVDEC) and `"device"` (any
     device torchcodec decodes on) need `sharding`: the workers only read, each camera of a
     batch travels compressed (`jaxload.video.EncodedFrames`; a `batch_transform` sees it
     so), and in this process every device decodes the rows it holds, handed to JAX through
@@ -506,6 +509,7 @@ def make_loader(
     )
     schema = BatchSchema([d.element_spec() for d in datasets], key_maps)
     rows, host_count = _rows(global_batch_size, sharding, host_index, host_count)
+    decode_device = _resolve_decode_device(decode_device, datasets, sharding)
     options = PipelineOptions.resolve(
         num_workers, read_threads, worker_buffer_size, prefetch, decode_device
     )
@@ -572,6 +576,28 @@ class PipelineOptions:
             explicit=tuple(sorted(set_)),
             **kw,
         )
+
+
+def _resolve_decode_device(decode_device: str, datasets: Sequence[Any], sharding: Any) -> str:
+    """ "auto" -> "cuda" or "cpu" (logged with the reason); "cuda" -> checked against NVDEC."""
+    videos = [d for d in datasets if getattr(getattr(d, "info", None), "cameras", None)]
+    if decode_device == "cuda" and videos:
+        from jaxload.autotune import check_cuda_decodable
+
+        check_cuda_decodable(videos)
+    if decode_device != "auto":
+        return decode_device
+    if not videos:
+        return "cpu"
+    from jaxload.autotune import choose_decode_device
+
+    device, reasons = choose_decode_device(videos)
+    if device == "cuda" and sharding is None:
+        device, reasons = "cpu", (*reasons, "no `sharding`: rows have no device to decode on")
+    logging.getLogger("jaxload.loader").info(
+        "decode_device='auto' -> %r: %s", device, "; ".join(reasons)
+    )
+    return device
 
 
 def _autotuned(

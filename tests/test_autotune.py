@@ -72,7 +72,8 @@ def test_recommendation_on_this_machine(dataset, capsys):
     namespace = types.SimpleNamespace(make_loader=make_loader)
     loader = eval(call, {"jaxload": namespace})  # our own generated text
     with loader:
-        assert loader.num_workers == rec.num_workers and loader.read_threads == rec.read_threads
+        assert loader.options.num_workers == rec.num_workers
+        assert loader.options.read_threads == rec.read_threads
         assert loader.global_batch_size == rec.global_batch_size
     inspect.signature(make_loader).bind(dataset, global_batch_size=8, **rec.loader_kwargs())
 
@@ -112,9 +113,10 @@ def test_simulated_gpu_inventory(probe, capsys):
     # Four such hosts: the global batch is a multiple of 32 devices.
     four = A.recommend([], machine=_gpu_machine(H100), probes=[probe], host_count=4)
     assert four.batch_size_min == 32 and four.global_batch_size % 32 == 0
-    # This loader decodes on the CPU only (yet): the recommendation says so.
-    assert four.decode_device == "cpu"
-    assert any("this loader decodes on ['cpu']" in r for r in four.reasons)
+    # A loader that could only decode on the CPU: the recommendation says so.
+    cpu_only = A.recommend([], machine=_gpu_machine(H100), probes=[probe], decode_devices=("cpu",))
+    assert cpu_only.decode_device == "cpu"
+    assert any("this loader decodes on ['cpu']" in r for r in cpu_only.reasons)
 
 
 def test_av1_needs_an_nvdec_that_decodes_it(probe):
