@@ -2,8 +2,8 @@
 
     python benchmarks/bench_memory.py           # writes benchmarks/results_memory.json
 
-Runs `make_loader(..., num_epochs=5)` over a few episodes of the small benchmark dataset
-(so that an epoch is quick) with the benchmark's windows, batch size and worker count,
+Runs `make_loader(..., num_epochs=5)` over the first episodes of the small benchmark
+dataset (about 3,000 frames, so that an epoch takes seconds) with the benchmark's windows, batch size and worker count,
 consumes every batch, and samples the RSS of the whole process tree (this process and the
 Grain workers) every 0.1 s. Reports the peak and the last RSS of each epoch; the target is
 epoch 5's peak within 10% of epoch 1's. Runs in a fresh process.
@@ -16,6 +16,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
@@ -78,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_memory.json"
     )
-    parser.add_argument("--episodes", type=int, default=8, help="episodes of the small dataset")
+    parser.add_argument(
+        "--frames", type=int, default=3000, help="first episodes of the small dataset up to this"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=EPOCHS)
@@ -88,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = specs_for(args.quick)["small"]
     _, path = bench_data.prepare(spec, args.cache, workers=2)
-    episodes = list(range(min(args.episodes, spec.episodes)))
+    lengths = np.cumsum(spec.episode_lengths())
+    episodes = list(range(int(np.searchsorted(lengths, args.frames)) + 1))[: spec.episodes]
     result = bench.in_fresh_process(
         rss_per_epoch, str(path), episodes, args.workers, args.batch_size, args.epochs
     )

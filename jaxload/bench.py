@@ -592,7 +592,8 @@ def decode_limit(
     threads: Sequence[int] = (1, 2, 4),
     processes: int | None = None,
     repeats: int = 2,
-    pass_seconds: float = 4.0,
+    pass_seconds: float = 5.0,
+    min_batches: int = 8,
 ) -> DecodeLimit:
     """The decode limit for the samples in `batches` (positions, one array per served batch).
 
@@ -600,8 +601,8 @@ def decode_limit(
     compressed bytes are in memory), then replays them `repeats` times on each of 1, 2, 4
     threads and on `processes` processes (default: one per core; 0 to skip), and keeps the
     fastest pass.
-    Only the first batches are used, as many as one single-threaded pass decodes in about
-    `pass_seconds` (estimated from the first batch).
+    Only the first batches are used: as many as one single-threaded pass decodes in about
+    `pass_seconds` (estimated from the first batch), at least `min_batches` (when served).
 
     Example:
         >>> limit = decode_limit("out/ds", windows, served, threads=(1, 2, 4))
@@ -617,7 +618,7 @@ def decode_limit(
     first = record_decode_calls(ds, batches[:1])
     replay(first, 1)  # warm caches and lazy initialisation
     per_batch = max(replay(first, 1).seconds, 1e-6)
-    chosen = batches[: max(1, min(len(batches), int(pass_seconds / per_batch)))]
+    chosen = batches[: max(min_batches, int(pass_seconds / per_batch))]
     calls = first + record_decode_calls(ds, chosen[1:])
     samples = sum(len(b) for b in chosen)
     passes = {

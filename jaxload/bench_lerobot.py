@@ -198,12 +198,14 @@ def measure_lerobot(
             warmup_batches=warmup_batches,
             batch_len=lambda b: len(b["index"]),
         )
-        _shutdown(loaders[0])
+        teardown_error = _shutdown(loaders[0])
     cameras = loaders[1].dataset.meta.video_keys
     result = _throughput(
         "lerobot", timing, frames_per_sample(windows, cameras), batch_size, num_workers, rss
     )
     result.details["video_backend"] = "torchcodec"
+    if teardown_error:
+        result.details["teardown_error"] = teardown_error
     return result
 
 
@@ -213,8 +215,18 @@ def _repeat(loader: Any) -> Iterator[Any]:
         yield from loader
 
 
-def _shutdown(loader: Any) -> None:
-    """Stops a DataLoader's persistent workers now rather than at garbage collection."""
+def _shutdown(loader: Any) -> str | None:
+    """Stops a DataLoader's persistent workers now; returns the error if one died doing so.
+
+    A LeRobot worker sometimes aborts while exiting ("terminate called without an active
+    exception", from native decoder threads); the measurement is complete by then, so the
+    error is recorded rather than raised.
+    """
     iterator = getattr(loader, "_iterator", None)
-    if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+    if iterator is None or not hasattr(iterator, "_shutdown_workers"):
+        return None
+    try:
         iterator._shutdown_workers()
+    except RuntimeError as e:
+        return str(e)
+    return None
