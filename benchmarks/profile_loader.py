@@ -69,45 +69,62 @@ class Timers:
 
 @contextlib.contextmanager
 def instrumented(timers: Timers) -> Iterator[None]:
-    """Timers around the reader's stages, by patching the names jaxload's modules use."""
-    import jaxload.dataset as reader
-    import jaxload.video as video
+    """Timers around the reader's stages: the classes and functions it uses are swapped for
+    timed ones where they are defined and in jaxload's modules (`jaxload.bench.patched`)."""
+    import jaxload.video
+    from jaxload.bench import patched
 
-    real_reader, real_decoder, real_mux = reader.ArrayRecordReader, video.VideoDecoder, None
-
-    class TimedReader:
-        def __init__(self, *args: Any) -> None:
-            self._reader = real_reader(*args)
-
-        def read(self, *args: Any) -> Any:
-            with timers.time("arrayrecord_read"):
-                return self._reader.read(*args)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._reader, name)
-
-    class TimedDecoder:
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            with timers.time("decoder_create"):
-                self._decoder = real_decoder(*args, **kwargs)
-
-        def get_frames_at(self, *args: Any, **kwargs: Any) -> Any:
-            with timers.time("decode"):
-                return self._decoder.get_frames_at(*args, **kwargs)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._decoder, name)
-
-    reader.ArrayRecordReader, video.VideoDecoder = TimedReader, TimedDecoder
-    if hasattr(video, "mux_gops"):
-        real_mux = video.mux_gops
-        video.mux_gops = timers.wrap("mux", real_mux)
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(
+            patched(
+                "array_record.python.array_record_module",
+                "ArrayRecordReader",
+                _timed_reader(timers),
+            )
+        )
+        stack.enter_context(patched("torchcodec.decoders", "VideoDecoder", _timed_decoder(timers)))
+        if hasattr(jaxload.video, "mux_gops"):
+            stack.enter_context(
+                patched("jaxload.video", "mux_gops", lambda f: timers.wrap("mux", f))
+            )
         yield
-    finally:
-        reader.ArrayRecordReader, video.VideoDecoder = real_reader, real_decoder
-        if real_mux is not None:
-            video.mux_gops = real_mux
+
+
+def _timed_reader(timers: Timers) -> Callable[[type], type]:
+    def wrap(real: type) -> type:
+        class TimedReader:
+            def __init__(self, *args: Any) -> None:
+                self._reader = real(*args)
+
+            def read(self, *args: Any) -> Any:
+                with timers.time("arrayrecord_read"):
+                    return self._reader.read(*args)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._reader, name)
+
+        return TimedReader
+
+    return wrap
+
+
+def _timed_decoder(timers: Timers) -> Callable[[type], type]:
+    def wrap(real: type) -> type:
+        class TimedDecoder:
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                with timers.time("decoder_create"):
+                    self._decoder = real(*args, **kwargs)
+
+            def get_frames_at(self, *args: Any, **kwargs: Any) -> Any:
+                with timers.time("decode"):
+                    return self._decoder.get_frames_at(*args, **kwargs)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._decoder, name)
+
+        return TimedDecoder
+
+    return wrap
 
 
 def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) -> dict:

@@ -1,6 +1,7 @@
 """The benchmark: jaxload vs LeRobotDataset + DataLoader vs the decode limit, two resolutions.
 
     python benchmarks/run.py            # full run: writes benchmarks/results.{json,png}
+    python benchmarks/run.py --all      # that, then every side benchmark, then RESULTS.md
     python benchmarks/run.py --quick    # a few minutes' sanity run into runs/bench/quick/
 
 Generates (once; cached under --cache, default runs/bench/) a small (96x128) and a large
@@ -50,6 +51,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, help="warm-up seconds (default 5)")
     parser.add_argument("--repeats", type=int, help="alternating rounds (default 2)")
     parser.add_argument("--no-lerobot", action="store_true", help="skip LeRobotDataset")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="then run bench_ttfb, bench_memory, bench_bytes, bench_gop and profile_loader "
+        "(results_*.json beside results.json) and refresh the tables in RESULTS.md",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     args.seconds = args.seconds or (3.0 if quick else 20.0)
@@ -139,7 +146,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     bench.plot(reports, args.out / "results.png")
     print(f"wrote {args.out / 'results.json'} and {args.out / 'results.png'}")
-    return 0
+    return run_side_benchmarks(args) if args.all else 0
+
+
+def run_side_benchmarks(args: argparse.Namespace) -> int:
+    """Every other benchmark with the same cache (and --quick), results beside results.json."""
+    from benchmarks import bench_bytes, bench_gop, bench_memory, bench_ttfb, profile_loader, report
+
+    common = ["--cache", str(args.cache), *(["--quick"] if args.quick else [])]
+    scripts = {
+        "ttfb": bench_ttfb,
+        "memory": bench_memory,
+        "bytes": bench_bytes,
+        "gop": bench_gop,
+        "profile": profile_loader,
+    }
+    failed = 0
+    for name, module in scripts.items():
+        print(f"\n== {module.__name__} ==", flush=True)
+        failed += module.main([*common, "--out", str(args.out / f"results_{name}.json")]) != 0
+    if args.out.resolve() == (REPO_ROOT / "benchmarks").resolve():
+        report.main()
+    return failed
 
 
 def dataset_record(spec: DatasetSpec, src: Path, out: Path) -> dict:

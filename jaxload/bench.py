@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -469,34 +470,53 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@contextlib.contextmanager
+def patched(module_name: str, name: str, wrap: Callable[[Any], Any]) -> Iterator[None]:
+    """Replaces `module_name.name` by `wrap(original)` where it is defined and in every
+    jaxload module holding it, for the duration.
+
+    Covers both ways the reader may use it: a module-level import (the jaxload module's own
+    binding) and an import inside a function (looked up in the defining module at call
+    time). Everything is restored on exit.
+    """
+    import importlib
+    import sys
+
+    home = importlib.import_module(module_name)
+    original = getattr(home, name)
+    holders = [home] + [
+        m
+        for n, m in list(sys.modules.items())
+        if n.startswith("jaxload") and m is not None and getattr(m, name, None) is original
+    ]
+    replacement = wrap(original)
+    try:
+        for module in holders:
+            setattr(module, name, replacement)
+        yield
+    finally:
+        for module in holders:
+            setattr(module, name, original)
+
+
 def record_decode_calls(ds: Any, batches: Iterable[np.ndarray]) -> list[DecodeCall]:
     """Every torchcodec decoder `ds.__getitems__` makes for each batch of positions.
 
-    `VideoDecoder` is replaced, in the jaxload modules that use it, by a recorder for the
-    duration, so what is recorded is exactly what the reader asked torchcodec for (the
-    compressed bytes, the frame indices), whatever its grouping of frames into decoders.
+    torchcodec's `VideoDecoder` is replaced by a recorder for the duration (see `patched`),
+    so what is recorded is exactly what the reader asked torchcodec for (the compressed
+    bytes, the frame indices), whatever its grouping of frames into decoders.
     """
-    import sys
-
-    from torchcodec.decoders import VideoDecoder
-
     calls: list[DecodeCall] = []
-    modules = [m for n, m in list(sys.modules.items()) if n.startswith("jaxload") and m]
-    patched = [m for m in modules if getattr(m, "VideoDecoder", None) is VideoDecoder]
-    if not patched:
-        raise RuntimeError("decode limit: no jaxload module uses torchcodec's VideoDecoder")
+    batches = list(batches)
 
-    def recording(source: Any, **options: Any) -> _RecordingDecoder:
-        return _RecordingDecoder(calls, VideoDecoder, source, **options)
+    def recorder(real: type) -> Callable[..., _RecordingDecoder]:
+        return lambda source, **options: _RecordingDecoder(calls, real, source, **options)
 
-    try:
-        for module in patched:
-            module.VideoDecoder = recording
+    with patched("torchcodec.decoders", "VideoDecoder", recorder):
         for positions in batches:
             ds.__getitems__([int(p) for p in positions])
-    finally:
-        for module in patched:
-            module.VideoDecoder = VideoDecoder
+    if batches and not calls:
+        raise RuntimeError("decode limit: the reader made no torchcodec VideoDecoder")
     return calls
 
 

@@ -170,7 +170,7 @@ def test_side_scripts(tiny, cache, tmp_path):
     assert [r["num_workers"] for r in doc["results"]] == [1, 0]
     assert all(r["total_s"] > 0 for r in doc["results"]) and doc["worker_import_seconds"]
 
-    argv = [*common, "--out", str(tmp_path / "gop.json"), "--gops", "1", "4", "--episodes", "0-1"]
+    argv = [*common, "--out", str(tmp_path / "gop.json"), "--gops", "1", "4"]
     argv += ["--batches", "2", "--singles", "4", "--batch-size", "4", "--workers", "1"]
     assert bench_gop.main(argv) == 0
     rows = json.loads((tmp_path / "gop.json").read_text())["rows"]
