@@ -40,7 +40,7 @@ from converters.engines import Engine, make_engine
 from converters.hub import HubClient, HubFiles
 from converters.lerobot_common import LeRobotSource
 from converters.lock import JobLock
-from converters.partial import JobState, crash_point, partial_dir
+from converters.partial import JobState, PlanMismatch, crash_point, partial_dir
 from converters.plan import Unit, balance, dispatch_order, plan_document, plan_id, plan_units
 from converters.progress import ConvertReport, ProgressBar
 from converters.remote import RetryPolicy
@@ -135,7 +135,7 @@ def convert(
     except BaseException as e:
         if (state is None and created) or (state is not None and not state.has_work()):
             shutil.rmtree(partial, ignore_errors=True)
-        elif isinstance(e, JaxloadError) and e.args:
+        elif isinstance(e, JaxloadError) and not isinstance(e, PlanMismatch) and e.args:
             e.args = (
                 f"{e.args[0]}\n(the finished work is kept in {partial}: rerun the same command "
                 "to resume, or delete that directory)",

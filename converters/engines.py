@@ -214,27 +214,38 @@ _RAY_CONTEXTS: dict[str, UnitContext] = {}
 
 
 def _run_ray_task(box, unit: Unit) -> UnitResult:
-    """A Ray task: the unit's part comes back as a path when the job's directory is on
-    this machine (or a shared filesystem), as bytes otherwise."""
+    """A Ray task: runs the unit where the job's partial directory may or may not be."""
     import ray
 
     job, tmp_dir, ref = box
+    shared = os.path.isdir(tmp_dir)  # this node sees the job's directory (or a shared FS)
     context = _RAY_CONTEXTS.get(job)
     if context is None:  # one copy of the job's context per worker process
-        context = ray.get(ref)
-        local = os.path.isdir(tmp_dir)
-        files = context.source.files
-        if files.remote and not local:  # the job's cache is on another machine
-            cache = Path(tempfile.gettempdir()) / "jaxload-cache" / job[:16]
-            context.source.files = files.with_cache_dir(cache)
+        context = elsewhere(ray.get(ref), shared=shared)
         _RAY_CONTEXTS[job] = context
-    if os.path.isdir(tmp_dir):
+    return run_unit_anywhere(context, unit, shared=shared)
+
+
+def elsewhere(context: UnitContext, *, shared: bool) -> UnitContext:
+    """The context for a machine that does not see the job's cache: downloads go to a
+    per-job cache in this machine's temp directory."""
+    files = context.source.files
+    if files.remote and not shared:
+        cache = Path(tempfile.gettempdir()) / "jaxload-cache" / context.job[:16]
+        context.source.files = files.with_cache_dir(cache)
+    return context
+
+
+def run_unit_anywhere(context: UnitContext, unit: Unit, *, shared: bool) -> UnitResult:
+    """convert_unit, with the part written in place when this machine sees the job's
+    directory (`shared`), or written to scratch space and returned as bytes otherwise."""
+    if shared:
         return convert_unit(context, unit)
     scratch = tempfile.mkdtemp(prefix="jaxload-unit-")
     try:
         result = convert_unit(context, unit, scratch)
-        result.part_bytes = Path(result.part_path).read_bytes()
-        return dataclasses.replace(result, part_path=None)
+        data = Path(result.part_path).read_bytes()
+        return dataclasses.replace(result, part_path=None, part_bytes=data)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

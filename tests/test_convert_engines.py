@@ -108,3 +108,32 @@ def test_unknown_engine_and_bad_counts(source, tmp_path):
     with pytest.raises(JaxloadError, match="--workers 0"):
         convert(source, tmp_path / "b", workers=0, progress=False)
     assert not list(tmp_path.iterdir())
+
+
+def test_units_run_where_the_partial_directory_is_not_visible(
+    source, one_worker, tmp_path, monkeypatch
+):
+    """A Ray node that cannot see OUT's partial directory caches its downloads in its own
+    temp directory and sends the unit's records back as bytes. No second machine exists
+    here, so the inline engine is made to take that path (with an fsspec source)."""
+    import tempfile
+
+    from converters import engines
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "node_tmp"))
+    (tmp_path / "node_tmp").mkdir()
+    returned = []
+
+    def run(self, context, units, on_result):
+        for unit in units:
+            result = engines.run_unit_anywhere(
+                engines.elsewhere(context, shared=False), unit, shared=False
+            )
+            returned.append(result.part_path is None and len(result.part_bytes) > 0)
+            on_result(result)
+
+    monkeypatch.setattr(engines.InlineEngine, "run", run)
+    convert(f"file://{source}", tmp_path / "ds", workers=1, shard_bytes=40_000, progress=False)
+    assert returned and all(returned)
+    assert list((tmp_path / "node_tmp/jaxload-cache").glob("*/videos/*/chunk-000/*.mp4"))
+    assert tree_bytes(tmp_path / "ds") == one_worker
