@@ -51,6 +51,7 @@ from converters.writer import DEFAULT_SHARD_BYTES
 from jaxload import format as fmt
 from jaxload.errors import JaxloadError, SourceError
 from jaxload.format import Camera, DatasetInfo, Feature
+from jaxload.stats import write_stats
 
 __all__ = ["DEFAULT_CRF", "DEFAULT_GOP", "ConvertReport", "convert", "parse_episodes"]
 
@@ -427,10 +428,10 @@ def _write_meta(root: Path, source: LeRobotSource, rows, info: DatasetInfo) -> N
     table = pa.table({"task_index": [i for i, _ in tasks], "task": [t for _, t in tasks]})
     _atomic(root / fmt.EPISODES_PATH, lambda p: write_episodes(p, rows, source.camera_keys))
     _atomic(root / fmt.TASKS_PATH, lambda p: pq.write_table(table, p))
-    stats = source.stats_json()
-    if stats is not None:
-        _atomic(root / fmt.STATS_PATH, lambda p: p.write_bytes(stats))
     fmt.write_json_atomic(root / fmt.INFO_PATH, info.to_json())
+    # Normalization stats from the converted tabular data (never from video); the source's
+    # image stats are carried over (jaxload.stats, docs/METADATA.md).
+    write_stats(root, source.stats_json())
 
 
 def _atomic(path: Path, write) -> None:

@@ -22,9 +22,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _source_info(args: argparse.Namespace) -> int:
-    from converters.lerobot_v3 import LeRobotV3Source
+    from converters.sources import open_files, open_source
 
-    source = LeRobotV3Source(args.path)
+    source = open_source(open_files(args.path))
     if args.json:
         print(json.dumps(source.info, indent=2))
         return 0
