@@ -183,14 +183,14 @@ def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> 
     import grain
 
     from jaxload.bench import measure_iterator
-    from jaxload.loader import OwnArrays
+    from jaxload.loader import PlainArrays
 
     def make() -> Iterator[Any]:
         ds = grain.MapDataset.range(10**9).map(ConstantBatch(batch))
         it = ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
         it = it.mp_prefetch(
             grain.MultiprocessingOptions(num_workers=num_workers, per_worker_buffer_size=2)
-        ).map(OwnArrays())
+        ).map(PlainArrays())
         return iter(it)
 
     timing = measure_iterator(

@@ -33,6 +33,9 @@ class EncodeOptions:
     gop: int = 8
     crf: int = 14
     preset: str = "medium"
+    # x264 "fastdecode" (no CABAC, deblocking or weighted prediction): at 480x640 a random
+    # frame decodes 2.3x faster for 19% more bytes (docs/FORMAT.md). "" = none.
+    tune: str = ""
 
 
 @dataclasses.dataclass
@@ -229,6 +232,8 @@ def _make_encoder(options: EncodeOptions, fps: int, width: int, height: int, whe
             )
         )
         encoder.options = {"crf": str(options.crf), "preset": options.preset, "x264-params": params}
+        if options.tune:
+            encoder.options = {**encoder.options, "tune": options.tune}
     else:
         params = (
             f"keyint={g}:min-keyint={g}:scenecut=0:bframes=0:open-gop=0:"

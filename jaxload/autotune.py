@@ -604,34 +604,41 @@ def _decide(
         f"{machine.cpu_count} cores, {reserve} kept for the training process "
         f"({'GPU training' if machine.gpus else 'JAX computes on the CPU'}): {budget} for loading"
     )
-    workers = budget if has_video else min(2, budget)
+    from jaxload.loader import CORES_PER_PROCESS, split_cores
+
+    cores = budget if has_video else min(2, budget)
     if not has_video:
-        reasons.append("no video: reading is cheap, at most 2 worker processes")
+        reasons.append("no video: reading is cheap, at most 2 cores")
     if target:
         needed = max(1, math.ceil(1.25 * target * sample_ms / 1000))
-        if needed < workers:
+        if needed < cores:
             reasons.append(
-                f"{target:,.0f} samples/s wanted at {sample_ms:.2f} ms/sample: {needed} workers "
+                f"{target:,.0f} samples/s wanted at {sample_ms:.2f} ms/sample: {needed} cores "
                 "(25% headroom)"
             )
-            workers = needed
+            cores = needed
+    workers, read_threads = split_cores(cores)
+    reasons.append(
+        f"{cores} core(s): "
+        + (
+            f"{read_threads} read threads in the training process (up to {CORES_PER_PROCESS} "
+            "cores no worker processes: faster start, no shared-memory copies)"
+            if workers == 0
+            else f"{workers} worker processes x {read_threads} read threads "
+            f"(~{CORES_PER_PROCESS} cores per process before its GIL share saturates)"
+        )
+    )
 
     worker_buffer, prefetch = 2, 2
     per_worker = max(machine.process_rss, MIN_WORKER_BYTES)
     by_memory = int(HOST_MEMORY_SHARE * machine.memory_available // per_worker)
     if by_memory < workers:
+        workers = max(0, by_memory)
+        read_threads = max(2, math.ceil(cores / max(1, workers)))
         reasons.append(
             f"memory: {machine.memory_available / GiB:.1f} GiB free, ~{per_worker / GiB:.2f} GiB "
-            f"per worker process: at most {max(by_memory, 0)} workers"
+            f"per worker process: {workers} workers x {read_threads} read threads"
         )
-        workers = max(0, by_memory)
-    read_threads = 2
-    if workers and workers < budget and has_video:
-        read_threads = min(4, math.ceil(budget / workers))
-        reasons.append(f"fewer workers than cores: {read_threads} read threads each")
-    if workers == 0:
-        read_threads = max(2, min(4, budget))
-        reasons.append("no memory for worker processes: reading in the training process")
 
     decode_device = _decode_device(machine, probes, decode_devices, reasons)
 
@@ -657,7 +664,7 @@ def _decide(
         f"most {batch_max} by {bound}"
     )
     suggested = min(batch_max, max(step, SUGGESTED_BATCH // step * step))
-    rate = max(1, workers) * (1000.0 / max(sample_ms, 1e-6))
+    rate = cores * (1000.0 / max(sample_ms, 1e-6))
     return Recommendation(
         num_workers=workers,
         read_threads=read_threads,

@@ -286,7 +286,7 @@ def measure_jaxload(
     path: str | os.PathLike,
     *,
     delta_timestamps: Mapping[str, Sequence[float]] | None = None,
-    num_workers: int = 2,
+    num_workers: int | None = 2,
     batch_size: int = 32,
     seconds: float = 20.0,
     warmup_s: float = 5.0,
@@ -294,6 +294,9 @@ def measure_jaxload(
     loader_kwargs: Mapping[str, Any] | None = None,
 ) -> tuple[Throughput, list[np.ndarray]]:
     """jaxload's loader on `path`: steady-state throughput, time to first batch, peak RSS.
+
+    `num_workers=None` measures the loader's own choice for this machine
+    (`jaxload.loader.split_cores`: worker processes and read threads).
 
     Returns the result and, per counted batch, the dataset positions it served (what
     `decode_limit` replays).
@@ -303,12 +306,20 @@ def measure_jaxload(
         >>> print(f"{result.samples_per_s:.0f} samples/s, first batch {result.time_to_first_batch_s:.1f} s")
     """
     import jaxload
-    from jaxload.loader import make_loader
+    from jaxload.loader import make_loader, split_cores
 
     windows = dict(delta_timestamps) if delta_timestamps is not None else bench_windows(path)
     ds = jaxload.open(path)  # metadata only: frames per sample, index -> position
     per_sample = frames_per_sample(windows, ds.camera_keys)
-    kwargs = {"read_threads": 2, "worker_buffer_size": 2, "prefetch": 2, **(loader_kwargs or {})}
+    read_threads = 2
+    if num_workers is None:
+        num_workers, read_threads = split_cores(os.cpu_count() or 2)
+    kwargs = {
+        "read_threads": read_threads,
+        "worker_buffer_size": 2,
+        "prefetch": 2,
+        **(loader_kwargs or {}),
+    }
     buffered = num_workers * (kwargs["worker_buffer_size"] + 2 * kwargs["read_threads"])
     warmup_batches = buffered + kwargs["prefetch"] + 2
     served: list[np.ndarray] = []
@@ -735,6 +746,8 @@ class BenchReport:
     lerobot_source: str | None = None
     label: str = ""
     machine: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # jaxload with the worker/thread counts it picks itself (split_cores), when measured
+    jaxload_defaults: Throughput | None = None
 
     @property
     def vs_lerobot(self) -> float | None:
@@ -750,6 +763,19 @@ class BenchReport:
             return None
         return self.jaxload.samples_per_s / self.decode_limit.samples_per_s
 
+    @property
+    def defaults_vs_lerobot(self) -> float | None:
+        """The same ratio for jaxload with its own worker/thread counts."""
+        if self.jaxload_defaults is None or self.lerobot is None or self.lerobot.samples_per_s <= 0:
+            return None
+        return self.jaxload_defaults.samples_per_s / self.lerobot.samples_per_s
+
+    @property
+    def defaults_vs_decode_limit(self) -> float | None:
+        if self.jaxload_defaults is None or self.decode_limit is None:
+            return None
+        return self.jaxload_defaults.samples_per_s / max(self.decode_limit.samples_per_s, 1e-9)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "label": self.label,
@@ -759,11 +785,14 @@ class BenchReport:
             "num_workers": self.num_workers,
             "batch_size": self.batch_size,
             "jaxload": self.jaxload.to_json(),
+            "jaxload_defaults": self.jaxload_defaults.to_json() if self.jaxload_defaults else None,
             "lerobot": self.lerobot.to_json() if self.lerobot else None,
             "decode_limit": self.decode_limit.to_json() if self.decode_limit else None,
             "ratios": {
                 "jaxload/lerobot": self.vs_lerobot,
                 "jaxload/decode_limit": self.vs_decode_limit,
+                "jaxload_defaults/lerobot": self.defaults_vs_lerobot,
+                "jaxload_defaults/decode_limit": self.defaults_vs_decode_limit,
             },
             "machine": self.machine,
         }
@@ -782,6 +811,7 @@ def run_bench(
     repeats: int = 1,
     isolate: bool = True,
     label: str = "",
+    with_defaults: bool = False,
     log: Callable[[str], None] = print,
 ) -> BenchReport:
     """jaxload, its decode limit and (with `lerobot_source`) LeRobotDataset, side by side.
@@ -790,7 +820,8 @@ def run_bench(
     that a change of load on a shared machine hits both; each figure reported is the median
     over the rounds (every round's samples/s is kept in `details["rounds"]`). With `isolate`
     each measurement runs in its own fresh process, one after another. The decode limit
-    replays the samples of the first jaxload round.
+    replays the samples of the first jaxload round. `with_defaults` adds, each round, jaxload
+    with the worker and thread counts it picks itself for this machine.
 
     Example:
         >>> report = run_bench("out/ds", lerobot_source="lerobot/ds", num_workers=2)
@@ -804,6 +835,7 @@ def run_bench(
     name = label or str(path)
     machine = machine_info()
     jax_runs: list[Throughput] = []
+    default_runs: list[Throughput] = []
     lerobot_runs: list[Throughput] = []
     served: list[np.ndarray] = []
     for round_ in range(repeats):
@@ -815,6 +847,13 @@ def run_bench(
         result.details["loadavg_before"] = load
         jax_runs.append(result)
         served = served or batches
+        if with_defaults:
+            log(f"[{name}] jaxload loader (its own worker/thread counts), round {round_ + 1}")
+            default, _ = call(
+                measure_jaxload, path, delta_timestamps=windows, **{**common, "num_workers": None}
+            )
+            default.name = "jaxload (defaults)"
+            default_runs.append(default)
         if lerobot_source is not None:
             from jaxload import bench_lerobot
 
@@ -840,6 +879,7 @@ def run_bench(
         lerobot_source=str(lerobot_source) if lerobot_source is not None else None,
         label=label,
         machine=machine,
+        jaxload_defaults=median_throughput(default_runs) if default_runs else None,
     )
 
 
@@ -912,6 +952,10 @@ def format_table(reports: Sequence[BenchReport]) -> str:
     for r in reports:
         name = r.label or Path(r.dataset).name
         rows = [(f"jaxload ({r.num_workers} workers)", r.jaxload)]
+        if r.jaxload_defaults is not None:
+            d = r.jaxload_defaults
+            threads = d.details.get("loader_kwargs", {}).get("read_threads", "?")
+            rows.append((f"jaxload ({d.num_workers} w., {threads} thr.)", d))
         if r.lerobot is not None:
             rows.append((f"LeRobot+DataLoader ({r.num_workers} w.)", r.lerobot))
         for title, t in rows:
@@ -932,6 +976,10 @@ def format_table(reports: Sequence[BenchReport]) -> str:
             ratios.append(f"jaxload/LeRobot = {r.vs_lerobot:.2f}x")
         if r.vs_decode_limit is not None:
             ratios.append(f"jaxload/decode limit = {100 * r.vs_decode_limit:.0f}%")
+        if r.defaults_vs_lerobot is not None:
+            ratios.append(f"defaults: {r.defaults_vs_lerobot:.2f}x LeRobot")
+        if r.defaults_vs_decode_limit is not None:
+            ratios.append(f"{100 * r.defaults_vs_decode_limit:.0f}% of the limit")
         if ratios:
             lines.append(f"{name:<8} {', '.join(ratios)}")
     return "\n".join(lines)
@@ -952,6 +1000,32 @@ def write_json(reports: Sequence[BenchReport], path: str | os.PathLike, **extra:
     Path(path).write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
 
 
+def read_json(path: str | os.PathLike) -> list[BenchReport]:
+    """The reports in a file written by `write_json` (e.g. to plot them again)."""
+    doc = json.loads(Path(path).read_text())
+    reports = []
+    for b in doc["benchmarks"]:
+        limit = dict(b["decode_limit"]) if b["decode_limit"] else None
+        reports.append(
+            BenchReport(
+                dataset=b["dataset"],
+                windows=b["windows"],
+                num_workers=b["num_workers"],
+                batch_size=b["batch_size"],
+                jaxload=Throughput(**b["jaxload"]),
+                decode_limit=DecodeLimit(**limit) if limit else None,
+                lerobot=Throughput(**b["lerobot"]) if b["lerobot"] else None,
+                jaxload_defaults=(
+                    Throughput(**b["jaxload_defaults"]) if b.get("jaxload_defaults") else None
+                ),
+                lerobot_source=b["lerobot_source"],
+                label=b["label"],
+                machine=b["machine"],
+            )
+        )
+    return reports
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
@@ -961,55 +1035,59 @@ def _json_default(value: Any) -> Any:
 
 
 def plot(reports: Sequence[BenchReport], path: str | os.PathLike) -> None:
-    """Bar chart PNG: samples/s of jaxload, LeRobot and the decode limit per dataset."""
+    """Bar chart PNG: samples/s of jaxload, LeRobot and the decode limit, one panel per
+    dataset (each with its own scale), ratios under each panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series = [
-        ("jaxload", "#1f77b4"),
-        ("LeRobot + DataLoader", "#ff7f0e"),
-        ("decode limit", "#7f7f7f"),
-    ]
-    fig, ax = plt.subplots(figsize=(2.6 + 2.4 * len(reports), 4.2), dpi=110)
-    width = 0.26
-    for j, (title, colour) in enumerate(series):
-        values = [_series_value(r, j) for r in reports]
-        xs = [i + (j - 1) * width for i in range(len(reports))]
-        bars = ax.bar(xs, [v or 0 for v in values], width, label=title, color=colour)
-        for bar, v in zip(bars, values):
-            if v is not None:
-                ax.annotate(
-                    f"{v:.0f}",
-                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center",
-                    va="bottom",
-                    fontsize=8,
-                )
-    labels = []
-    for r in reports:
-        extra = []
-        if r.vs_lerobot is not None:
-            extra.append(f"{r.vs_lerobot:.2f}x LeRobot")
-        if r.vs_decode_limit is not None:
-            extra.append(f"{100 * r.vs_decode_limit:.0f}% of limit")
-        labels.append("\n".join([r.label or Path(r.dataset).name, *extra]))
-    ax.set_xticks(range(len(reports)), labels, fontsize=9)
-    ax.set_ylabel("samples / s (steady state)")
+    fig, axes = plt.subplots(1, len(reports), figsize=(1.5 + 3.8 * len(reports), 4.4), dpi=110)
+    axes = np.atleast_1d(axes)
     w, b = reports[0].num_workers, reports[0].batch_size
-    ax.set_title(f"Training samples per second ({w} workers, batch {b}, same windows)", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.margins(y=0.15)
+    for ax, report in zip(axes, reports):
+        bars = _bars(report)
+        drawn = ax.bar(
+            [t for t, _, _ in bars], [v for _, v, _ in bars], color=[c for *_, c in bars]
+        )
+        for bar, (_, v, _) in zip(drawn, bars):
+            ax.annotate(
+                f"{v:.0f}",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+        extra = []
+        if report.vs_lerobot is not None:
+            extra.append(f"{report.vs_lerobot:.2f}x LeRobot")
+        if report.vs_decode_limit is not None:
+            extra.append(f"{100 * report.vs_decode_limit:.0f}% of decode limit")
+        if report.defaults_vs_lerobot is not None:
+            extra.append(f"defaults {report.defaults_vs_lerobot:.2f}x")
+        ax.set_title(report.label or Path(report.dataset).name, fontsize=10)
+        ax.set_xlabel(f"jaxload ({w} workers): " + ", ".join(extra) if extra else "", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.margins(y=0.15)
+    axes[0].set_ylabel("samples / s (steady state)")
+    fig.suptitle(f"Training samples per second: batch {b}, same windows", fontsize=10)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
 
 
-def _series_value(report: BenchReport, j: int) -> float | None:
-    if j == 0:
-        return report.jaxload.samples_per_s
-    if j == 1:
-        return report.lerobot.samples_per_s if report.lerobot else None
-    return report.decode_limit.samples_per_s if report.decode_limit else None
+def _bars(report: BenchReport) -> list[tuple[str, float, str]]:
+    """(label, samples/s, colour) of each pipeline measured for one dataset."""
+    w = report.num_workers
+    bars = [(f"jaxload\n{w} workers", report.jaxload.samples_per_s, "#1f77b4")]
+    if report.jaxload_defaults is not None:
+        d = report.jaxload_defaults
+        threads = d.details.get("loader_kwargs", {}).get("read_threads", "?")
+        label = f"jaxload\n{d.num_workers} w. {threads} thr."
+        bars.append((label, d.samples_per_s, "#aec7e8"))
+    if report.lerobot is not None:
+        bars.append((f"LeRobot\n{w} workers", report.lerobot.samples_per_s, "#ff7f0e"))
+    if report.decode_limit is not None:
+        bars.append(("decode\nlimit", report.decode_limit.samples_per_s, "#7f7f7f"))
+    return bars

@@ -3,9 +3,11 @@
 Pipeline (one element = this host's part of one global batch)::
 
     MapDataset.range(batches left)            batch number k, relative to the restored position
-      .map(ReadBatch)                         positions -> samples (ds.__getitems__) -> one dict
+      .map(ReadBatch)                         positions -> samples + video decoded into one dict
       .to_iter_dataset(ReadOptions)           read threads in each worker
+    SharedMemoryOutput                        workers build camera arrays in shared memory
       .mp_prefetch(MultiprocessingOptions)    worker processes, deterministic round robin
+      .map(PlainArrays)                       zero-copy views of those arrays
       .map(ToGlobalArrays)                    numpy -> global jax.Array (only with `sharding`);
                                               decode_device="cuda": each device decodes its rows
       ThreadPrefetchIterDataset               background thread: the trainer never waits on Python
@@ -20,6 +22,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import logging
+import math
 import os
 import sys
 import weakref
@@ -29,7 +32,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from jaxload import hosts
+from jaxload import hosts, shared_batch
 from jaxload.device_batch import decode_to_global, merge_encoded
 from jaxload.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.schema import BatchSchema, rename_key
@@ -42,6 +45,9 @@ Batch = dict[str, Any]
 # device type torchcodec supports, e.g. CPU devices in tests) in the training process,
 # onto the device that holds each row of the global batch.
 DECODE_DEVICES = ("cpu", "cuda", "device")  # and "auto", resolved to "cuda" or "cpu"
+# Arrays smaller than this go from workers to the trainer pickled, larger ones through
+# shared memory (camera arrays are built there directly, whatever their size).
+MIN_SHM_BYTES = 1 << 16
 
 
 def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
@@ -53,7 +59,13 @@ def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
 
 
 class ReadBatch(grain.transforms.Map):
-    """Batch number -> this host's rows of that global batch, collated (runs in workers)."""
+    """Batch number -> this host's rows of that global batch, collated (runs in workers).
+
+    Video is decoded straight into the batch's camera arrays (one copy of each frame after
+    torchcodec). In a Grain worker those arrays live in shared memory
+    (`enable_shared_memory_output`, called by Grain), so they reach the training process
+    without another copy.
+    """
 
     def __init__(
         self,
@@ -71,6 +83,7 @@ class ReadBatch(grain.transforms.Map):
         self.rows, self.start, self.global_batch_size = rows, int(start), int(global_batch_size)
         self.batch_transform = batch_transform
         self.encoded = tuple(encoded)  # camera keys the training process decodes
+        self.output_to_shared_memory = False
 
     def positions(self, k: int) -> np.ndarray:
         """Global stream positions of this host's rows of batch k."""
@@ -78,37 +91,80 @@ class ReadBatch(grain.transforms.Map):
 
     def map(self, k: int) -> Batch:
         dataset_ids, ds_positions = self.stream.locate(self.positions(k))
-        samples: list[dict | None] = [None] * len(dataset_ids)
-        videos: dict[str, list] = {cam: [] for cam in self.encoded}
+        n = len(dataset_ids)
+        samples: list[dict | None] = [None] * n
+        videos: dict[str, list[tuple[np.ndarray, EncodedFrames]]] = {}
         for d in np.unique(dataset_ids):
             where = np.flatnonzero(dataset_ids == d)
-            if self.encoded:
+            if hasattr(self.datasets[d], "read_encoded"):
                 got, encoded = self.datasets[d].read_encoded(ds_positions[where].tolist())
                 for raw_key, video in encoded.items():
-                    videos[rename_key(raw_key, self.schema.key_maps[d])].append((where, video))
+                    key = rename_key(raw_key, self.schema.key_maps[d])
+                    videos.setdefault(key, []).append((where, video))
             else:
                 got = read_samples(self.datasets[d], ds_positions[where])
             for i, sample in zip(where, got, strict=True):
                 samples[i] = sample
-        batch = self.schema.collate(samples, dataset_ids, exclude=self.encoded)
-        for cam, parts in videos.items():
-            batch[cam] = merge_encoded(parts, len(samples))
+        decoded = {
+            cam: self._decode(cam, parts, n)
+            for cam, parts in videos.items()
+            if cam not in self.encoded
+        }
+        batch = self.schema.collate(samples, dataset_ids, exclude=self.encoded, arrays=decoded)
+        for cam in self.encoded:
+            batch[cam] = merge_encoded(videos[cam], n)
         return self.batch_transform(batch) if self.batch_transform else batch
 
+    def _decode(
+        self, cam: str, parts: list[tuple[np.ndarray, EncodedFrames]], n: int
+    ) -> np.ndarray:
+        """The camera's (n, *shape) array; rows no part covers hold the field's fill value."""
+        field = self.schema.fields[cam]
+        out = self._empty((n, *field.shape), field.dtype)
+        if len(parts) == 1 and len(parts[0][0]) == n:  # one dataset, every row in order
+            parts[0][1].decode(out=out)
+            return out
+        covered = np.zeros(n, bool)
+        for where, video in parts:
+            out[where] = video.decode().reshape(len(where), *field.shape)
+            covered[where] = True
+        out[~covered] = field.fill
+        return out
 
-class OwnArrays(grain.transforms.Map):
-    """Copy a batch out of the workers' shared memory into plain numpy arrays.
+    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        if self.output_to_shared_memory:
+            return shared_batch.empty(shape, dtype)
+        return np.empty(shape, dtype)
 
-    Grain hands worker outputs over as shared-memory views whose lifetime is tied to
-    Python garbage collection; one memcpy in the background thread gives the trainer
-    ordinary arrays and frees the segments at once.
+
+class SharedMemoryOutput(grain.IterDataset):
+    """Passes its parent through; tells ReadBatch to build batches in shared memory.
+
+    Grain calls `enable_shared_memory_output` on the dataset given to `mp_prefetch` in the
+    workers; arrays that are already `SharedMemoryArray`s then cross to the training
+    process as a name, not copied.
+    """
+
+    def __init__(self, parent: grain.IterDataset, read_batch: ReadBatch):
+        super().__init__(parent)
+        self.read_batch = read_batch
+
+    def __iter__(self) -> grain.DatasetIterator:
+        return self._parent.__iter__()
+
+    def enable_shared_memory_output(self) -> None:
+        self.read_batch.output_to_shared_memory = True
+
+
+class PlainArrays(grain.transforms.Map):
+    """Shared-memory arrays from the workers as plain ndarray views (no copy).
+
+    Each view keeps its segment alive; Grain unlinks the segment when the last view is
+    garbage collected.
     """
 
     def map(self, batch: Batch) -> Batch:
-        return {
-            k: np.array(v, copy=True, subok=False) if isinstance(v, np.ndarray) else v
-            for k, v in batch.items()
-        }
+        return {k: v.view(np.ndarray) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
 
 
 class ToGlobalArrays(grain.transforms.Map):
@@ -219,8 +275,27 @@ def _open(path: Any, **kw: Any) -> Any:
     return jaxload.dataset.open(path, **kw)
 
 
-def _default_workers() -> int:
-    return max(1, min(8, (os.cpu_count() or 2) // 2))
+# Cores one reader process keeps busy. Its threads decode outside the GIL but hold it for
+# ~30% of each batch at 96x128 (muxing, windows, collation; ~7% at 480x640), so threads
+# beyond ~3 per process mostly wait (benchmarks/profile_loader.py, benchmarks/RESULTS.md).
+CORES_PER_PROCESS = 3
+MAX_WORKERS = 8
+
+
+def split_cores(cores: int) -> tuple[int, int]:
+    """(num_workers, read_threads) that keep `cores` cores reading and decoding.
+
+    Up to CORES_PER_PROCESS cores: threads in the training process, no worker processes
+    (on 2 cores they served 12-25% more samples/s than 2 workers: no shared-memory page
+    faults, no pickling, and no 2-4 s start while workers import torch). Beyond that,
+    ceil(cores / CORES_PER_PROCESS) workers (at most MAX_WORKERS) sharing the cores as
+    read threads.
+    """
+    cores = max(1, int(cores))
+    if cores <= CORES_PER_PROCESS:
+        return 0, max(2, cores)
+    workers = min(MAX_WORKERS, math.ceil(cores / CORES_PER_PROCESS))
+    return workers, math.ceil(cores / workers)
 
 
 class Loader:
@@ -398,7 +473,8 @@ class Loader:
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""
         count = self.num_batches
-        ds = grain.MapDataset.range(sys.maxsize if count is None else count).map(self.read_batch())
+        read_batch = self.read_batch()
+        ds = grain.MapDataset.range(sys.maxsize if count is None else count).map(read_batch)
         o = self.options
         it = ds.to_iter_dataset(
             grain.ReadOptions(
@@ -406,11 +482,20 @@ class Loader:
             )
         )
         if o.num_workers > 0:
-            it = it.mp_prefetch(
-                grain.MultiprocessingOptions(
-                    num_workers=o.num_workers, per_worker_buffer_size=o.worker_buffer_size
+            # Small arrays travel pickled: a shared-memory segment per array (Grain's
+            # default) costs more syscalls than copying a few KB.
+            it = grain.experimental.WithOptionsIterDataset(
+                it, grain.experimental.DatasetOptions(min_shm_size=MIN_SHM_BYTES)
+            )
+            it = (
+                SharedMemoryOutput(it, read_batch)
+                .mp_prefetch(
+                    grain.MultiprocessingOptions(
+                        num_workers=o.num_workers, per_worker_buffer_size=o.worker_buffer_size
+                    )
                 )
-            ).map(OwnArrays())
+                .map(PlainArrays())
+            )
         if self.sharding is not None:
             shapes = {k: self.schema.fields[k].shape for k in self.encoded}
             it = it.map(ToGlobalArrays(self.sharding, self.global_batch_size, self.rows, shapes))
@@ -472,8 +557,8 @@ def make_loader(
     share one batch (`key_maps` renames keys per dataset). Each batch has "dataset_index".
 
     Args beyond the contract: `episodes` (passed to jaxload.open), `num_workers` (Grain
-    worker processes; default half the cores, at most 8; 0 reads in this process),
-    `read_threads` (per worker), `worker_buffer_size` (batches per worker), `prefetch`
+    worker processes; 0 reads in this process) and `read_threads` (per process; default
+    both from the core count, see `split_cores`: 0 workers up to 3 cores), `worker_buffer_size` (batches per worker), `prefetch`
     (batches buffered by the final thread), `mixture_block_size` (default: the smallest
     exact block, see jaxload.mixture), `key_maps` (per-dataset key renames), and
     `batch_transform` (a batch -> batch function run in the workers on this host's numpy
@@ -570,8 +655,11 @@ class PipelineOptions:
             raise ValueError(f"decode_device={decode_device!r}; choose one of {DECODE_DEVICES}")
         set_ = {k: v for k, v in given.items() if v is not None}
         kw = {k: int(v) for k, v in set_.items() if k != "decode_device"}
+        if "num_workers" not in kw:
+            workers, threads = split_cores(os.cpu_count() or 2)
+            kw["num_workers"] = workers
+            kw.setdefault("read_threads", threads)
         return cls(
-            num_workers=kw.pop("num_workers", _default_workers()),
             decode_device=decode_device,
             explicit=tuple(sorted(set_)),
             **kw,

@@ -127,17 +127,21 @@ class BatchSchema:
         samples: Sequence[Mapping[str, Any]],
         dataset_ids: np.ndarray,
         exclude: Collection[str] = (),
+        arrays: Mapping[str, np.ndarray] | None = None,
     ) -> dict:
         """Stack samples (in order) into one batch dict; dataset_ids[i] is sample i's dataset.
 
         Keys in `exclude` (cameras left encoded for the training process) are not built.
+        `arrays` are batch arrays already built for some keys (decoded video); they are used
+        as they are, and samples that still carry such a key are written into them.
         """
         n = len(samples)
         out = {
             k: np.full((n, *f.shape), f.fill, f.dtype)
             for k, f in self.fields.items()
-            if k not in exclude
+            if k not in exclude and k not in (arrays or {})
         }
+        out.update(arrays or {})
         dataset_ids = np.asarray(dataset_ids, np.int64)
         out["dataset_index"][:] = dataset_ids
         for key, masks in self.dim_pads.items():

@@ -117,28 +117,51 @@ class EncodedFrames:
             frame_index=frame_index,
         )
 
-    def decode(self, device: str = "cpu", *, as_torch: bool = False) -> Any:
+    def decode(
+        self, device: str = "cpu", *, as_torch: bool = False, out: np.ndarray | None = None
+    ) -> Any:
         """(B, T, H, W, 3) uint8 frames, contiguous: numpy on "cpu" unless `as_torch`, else
-        a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC)."""
+        a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC).
+
+        `out` (CPU only): a C-contiguous uint8 array of B*T*H*W*3 elements, e.g. a batch
+        array in shared memory, that receives the frames; it is returned. The decoded frames
+        are then copied once, straight into place.
+        """
         import torch
+
+        frames = self._decode_wanted(device)  # (frames wanted, H, W, 3), each once
+        slot = self._slot_of_sample()  # (B, T) -> row of `frames`
+        if out is not None:
+            if not out.flags.c_contiguous or out.size != slot.size * self.height * self.width * 3:
+                raise ValueError(f"out must be C-contiguous and hold {slot.size} frames")
+            target = out.reshape(-1, self.height, self.width, 3)  # a view: out is contiguous
+            # mode="clip": with the default mode numpy buffers `out` (an extra copy).
+            np.take(frames.numpy(), slot.reshape(-1), axis=0, out=target, mode="clip")
+            return out
+        rows = frames[torch.as_tensor(slot.reshape(-1), device=frames.device)]
+        rows = rows.reshape(*self.gop_index.shape, self.height, self.width, 3)
+        return rows if as_torch or rows.device.type != "cpu" else rows.numpy()
+
+    def _decode_wanted(self, device: str) -> Any:
+        """The wanted frames of every GOP, in GOP order, decoded by one torchcodec decoder."""
         from torchcodec.decoders import VideoDecoder
 
         counts = np.asarray([gop_num_frames(g) for g in self.gops], dtype=np.int64)
         firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         # Strictly increasing: GOPs are in order and each wanted list is sorted and unique.
         flat = np.concatenate([firsts[g] + w for g, w in enumerate(self.wanted)])
-        offsets = np.concatenate([[0], np.cumsum([len(w) for w in self.wanted])[:-1]])
-        slot = offsets[self.gop_index] + _rank_within(self.wanted, self.gop_index, self.frame_index)
         decoder = VideoDecoder(
             mux_gops(self.gops, self.codec, self.width, self.height),
             seek_mode="exact",  # indexes the in-memory packets up front: cheap
             dimension_order="NHWC",
             device=device,
         )
-        frames = decoder.get_frames_at(indices=flat.tolist()).data
-        out = frames[torch.as_tensor(slot.reshape(-1), device=frames.device)]
-        out = out.reshape(*self.gop_index.shape, self.height, self.width, 3)
-        return out if as_torch or out.device.type != "cpu" else out.numpy()
+        return decoder.get_frames_at(indices=flat.tolist()).data
+
+    def _slot_of_sample(self) -> np.ndarray:
+        offsets = np.concatenate([[0], np.cumsum([len(w) for w in self.wanted])[:-1]])
+        ranks = _rank_within(self.wanted, self.gop_index, self.frame_index)
+        return offsets[self.gop_index] + ranks
 
 
 def _rank_within(wanted: list[np.ndarray], gop_index: np.ndarray, frame: np.ndarray) -> np.ndarray:

@@ -116,6 +116,10 @@ def test_run_py_end_to_end(tiny, cache, tmp_path):
         assert b["jaxload"]["time_to_first_batch_s"] > 0
         assert b["decode_limit"]["samples_per_s"] > 0
         assert b["ratios"]["jaxload/decode_limit"] > 0
+        # jaxload with the worker/thread counts it picks for this machine, measured besides
+        defaults = b["jaxload_defaults"]
+        assert defaults["samples_per_s"] > 0 and b["ratios"]["jaxload_defaults/decode_limit"] > 0
+        assert defaults["details"]["loader_kwargs"]["read_threads"] >= 2
     assert set(doc["datasets"]) == {"small", "large"}
     assert (out / "results.png").read_bytes().startswith(PNG_MAGIC)
     if not lerobot_available():
@@ -125,7 +129,8 @@ def test_run_py_end_to_end(tiny, cache, tmp_path):
     for b in doc["benchmarks"]:
         assert b["lerobot"]["samples_per_s"] > 0 and b["ratios"]["jaxload/lerobot"] > 0
         assert b["lerobot"]["details"]["frames_per_sample"] == 3
-    assert {c["metric"] for c in doc["targets"]} == {"vs_lerobot", "vs_decode_limit"}
+    metrics = {"vs_lerobot", "vs_decode_limit"}
+    assert {c["metric"] for c in doc["targets"]} == metrics | {f"defaults_{m}" for m in metrics}
 
 
 def test_cli_bench(small, tmp_path):
@@ -174,8 +179,10 @@ def test_side_scripts(tiny, cache, tmp_path):
     argv += ["--batches", "2", "--singles", "4", "--batch-size", "4", "--workers", "1"]
     assert bench_gop.main(argv) == 0
     rows = json.loads((tmp_path / "gop.json").read_text())["rows"]
-    assert [(r["codec"], r["gop"]) for r in rows] == [
-        (c, g) for c in ("h264", "hevc") for g in (1, 4)
+    expected = [("h264", t, g) for t in ("fastdecode", "none") for g in (1, 4)]
+    assert [(r["codec"], r["tune"], r["gop"]) for r in rows] == [
+        *expected,
+        *[("hevc", "none", g) for g in (1, 4)],
     ]
     assert all(r["size_ratio"] > 0 and r["ms_per_sample_batched"] > 0 for r in rows)
 

@@ -176,6 +176,22 @@ def test_hevc_round_trips(tmp_path):
     assert decode_frame_leds(ds[5]["observation.images.top"]) == 5
 
 
+def test_h264_is_tuned_for_fast_decoding_unless_asked_not_to(tmp_path):
+    src = write_lerobot_v3(tmp_path / "src", episode_lengths=(12,))
+    convert(src, tmp_path / "fast", workers=1, progress=False)
+    convert(src, tmp_path / "plain", tune="", workers=1, progress=False)
+    fast, plain = jaxload.open(tmp_path / "fast"), jaxload.open(tmp_path / "plain")
+    assert fast.info.converter["tune"] == "fastdecode" and plain.info.converter["tune"] is None
+    assert fast.fingerprint != plain.fingerprint  # other bytes (CAVLC, no deblocking) ...
+    for i in (0, 7, 11):  # ... the same frames
+        assert decode_frame_leds(fast[i]["observation.images.top"]) == i
+    hevc = convert(src, tmp_path / "hevc", video_codec="hevc", workers=1, progress=False)
+    assert hevc.psnr  # hevc takes no tune by default
+    with pytest.raises(JaxloadError, match="h264 only"):
+        convert(src, tmp_path / "bad", video_codec="hevc", tune="fastdecode", progress=False)
+    assert not leftovers(tmp_path, "bad")
+
+
 def test_episode_selection_spec(source, tmp_path):
     assert parse_episodes("0-2, 5,4") == [0, 1, 2, 4, 5]
     convert(source, tmp_path / "ds", episodes="3,5", workers=1, progress=False)

@@ -319,3 +319,16 @@ def test_grain_checkpoint_helper_with_worker_processes():
     loader = _loader(global_batch_size=16, num_epochs=1, num_workers=1)
     grain.experimental.assert_equal_output_after_checkpoint(loader)
     loader.close()
+
+
+def test_default_parallelism_follows_the_core_count():
+    from jaxload.loader import split_cores
+
+    # Up to 3 cores: threads in this process; then processes of ~3 cores each, at most 8.
+    assert [split_cores(c) for c in (1, 2, 3)] == [(0, 2), (0, 2), (0, 3)]
+    assert [split_cores(c) for c in (4, 6, 16)] == [(2, 2), (2, 3), (6, 3)]
+    assert split_cores(96) == (8, 12)
+    loader = make_loader(_fake(), global_batch_size=4, host_index=0, host_count=1)
+    assert (loader.options.num_workers, loader.options.read_threads) == split_cores(os.cpu_count())
+    explicit = make_loader(_fake(), global_batch_size=4, num_workers=2, host_index=0, host_count=1)
+    assert (explicit.options.num_workers, explicit.options.read_threads) == (2, 2)

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +79,30 @@ def test_video_dataset_with_workers_matches_direct_reads_and_resumes(converted, 
         pytest.raises(CheckpointError, match="another dataset"),
     ):
         mngr.restore(4, args=ocp.args.Composite(loader=LoaderRestore(other)))
+
+
+def _shm_segments() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
+
+
+def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
+    # Workers decode into shared memory; batches they built but never sent must not stay
+    # in /dev/shm after close (they would, until the interpreter exits, without
+    # jaxload.shared_batch). Batches the trainer still holds stay valid.
+    before = _shm_segments()
+    kw = dict(global_batch_size=8, delta_timestamps=WINDOW, host_index=0, host_count=1)
+    for _ in range(2):
+        loader = make_loader(converted / "h264_single", num_workers=2, read_threads=2, **kw)
+        held = next(loader)
+        [next(loader) for _ in range(3)]  # workers now have batches read ahead
+        loader.close()
+        _check_identity(held)
+        assert held["observation.image"].any()
+        del held, loader
+    deadline = time.monotonic() + 10
+    while _shm_segments() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _shm_segments() - before
 
 
 def test_mixture_of_tabular_and_video_datasets(converted):

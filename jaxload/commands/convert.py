@@ -23,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gop", type=int, default=None, help="frames per GOP (default 8)")
     parser.add_argument("--crf", type=int, default=None, help="x264/x265 crf (default 14)")
     parser.add_argument(
+        "--tune",
+        choices=["fastdecode", "none"],
+        default=None,
+        help="x264 tune (h264 default: fastdecode, 2.3x faster decode for ~19%% more bytes)",
+    )
+    parser.add_argument(
         "--workers", type=int, default=None, help="worker processes, or Ray CPUs (default: cores)"
     )
     parser.add_argument("--engine", choices=["local", "ray"], default="local")
@@ -69,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         video_codec=args.video_codec,
         gop=args.gop or DEFAULT_GOP,
         crf=DEFAULT_CRF if args.crf is None else args.crf,
+        tune={"none": "", None: None}.get(args.tune, args.tune),
         workers=args.workers,
         engine=args.engine,
         episodes=args.episodes,
