@@ -31,10 +31,9 @@ def merge_encoded(parts: Sequence[tuple[np.ndarray, EncodedFrames]], n: int) -> 
                 f"mixture: {first.codec} {first.width}x{first.height} vs "
                 f"{video.codec} {video.width}x{video.height}"
             )
-    gops, wanted, gop_index, frame_index, offset = [], [], [], [], 0
+    gops, gop_index, frame_index, offset = [], [], [], 0
     for _, video in parts:
         gops += video.gops
-        wanted += video.wanted
         gop_index.append(video.gop_index + offset)
         frame_index.append(video.frame_index)
         offset += len(video.gops)
@@ -43,7 +42,6 @@ def merge_encoded(parts: Sequence[tuple[np.ndarray, EncodedFrames]], n: int) -> 
         width=first.width,
         height=first.height,
         gops=gops,
-        wanted=wanted,
         gop_index=np.concatenate(gop_index),
         frame_index=np.concatenate(frame_index),
     )

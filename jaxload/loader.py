@@ -61,9 +61,9 @@ def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
 class ReadBatch(grain.transforms.Map):
     """Batch number -> this host's rows of that global batch, collated (runs in workers).
 
-    Video is decoded straight into the batch's camera arrays (one copy of each frame after
-    torchcodec). In a Grain worker those arrays live in shared memory
-    (`enable_shared_memory_output`, called by Grain), so they reach the training process
+    A camera's batch array is torchcodec's output itself, frames already in (sample, slot)
+    order. In a Grain worker it is copied once into shared memory
+    (`enable_shared_memory_output`, called by Grain), which reaches the training process
     without another copy.
     """
 
@@ -120,10 +120,11 @@ class ReadBatch(grain.transforms.Map):
     ) -> np.ndarray:
         """The camera's (n, *shape) array; rows no part covers hold the field's fill value."""
         field = self.schema.fields[cam]
-        out = self._empty((n, *field.shape), field.dtype)
         if len(parts) == 1 and len(parts[0][0]) == n:  # one dataset, every row in order
-            parts[0][1].decode(out=out)
-            return out
+            if not self.output_to_shared_memory:
+                return parts[0][1].decode().reshape(n, *field.shape)  # torchcodec's output
+            return parts[0][1].decode(out=self._empty((n, *field.shape), field.dtype))
+        out = self._empty((n, *field.shape), field.dtype)
         covered = np.zeros(n, bool)
         for where, video in parts:
             out[where] = video.decode().reshape(len(where), *field.shape)
