@@ -7,7 +7,9 @@ that generating it takes a couple of minutes, converted with the default setting
 measurement runs in a fresh Python process (imports not yet paid, as in a new training
 job) and times `make_loader(...)` (opening the dataset: metadata, episode table, sampler)
 and then the first `next()` (worker processes start, import, read and decode the first
-batch), with the benchmark's windows and batch size, for the worker counts asked.
+batch), with the benchmark's windows and batch size, for the worker counts asked. Then the
+same with torch, torchcodec and PyAV imported before the clock starts (what a training job
+that already imported them, or a second loader, pays): the loader's own start-up.
 """
 
 from __future__ import annotations
@@ -55,10 +57,17 @@ def import_costs() -> dict[str, float]:
     return costs
 
 
-def time_first_batch(path: str, num_workers: int, batch_size: int) -> dict[str, float]:
-    """In this (fresh) process: seconds for make_loader() and for the first next()."""
+def time_first_batch(
+    path: str, num_workers: int, batch_size: int, preimport: bool = False
+) -> dict[str, float]:
+    """In this (fresh) process: seconds for make_loader() and for the first next()
+    (`preimport`: the decoding libraries imported before the clock starts)."""
     import jaxload.loader
     from jaxload import bench
+
+    if preimport:
+        import av  # noqa: F401
+        import torchcodec.decoders  # noqa: F401
 
     windows = bench.bench_windows(path)
     start = time.perf_counter()
@@ -77,22 +86,24 @@ def time_first_batch(path: str, num_workers: int, batch_size: int) -> dict[str, 
     return {"make_loader_s": made - start, "first_next_s": first - made, "total_s": first - start}
 
 
-def measure(path: Path, workers: list[int], batch_size: int, repeats: int) -> list[dict]:
+def measure(
+    path: Path, workers: list[int], batch_size: int, repeats: int, preimport: bool = False
+) -> list[dict]:
     """Median over `repeats` fresh processes, per worker count."""
     from jaxload import bench
 
     rows = []
     for n in workers:
         runs = [
-            bench.in_fresh_process(time_first_batch, str(path), n, batch_size)
+            bench.in_fresh_process(time_first_batch, str(path), n, batch_size, preimport)
             for _ in range(repeats)
         ]
-        row = {"num_workers": n, "runs": runs}
+        row = {"num_workers": n, "imports_paid_before": preimport, "runs": runs}
         for key in ("make_loader_s", "first_next_s", "total_s"):
             row[key] = statistics.median(r[key] for r in runs)
         rows.append(row)
         print(
-            f"{n} workers: time to first batch {row['total_s']:.2f} s "
+            f"{n} workers{' (imports paid before)' if preimport else ''}: time to first batch {row['total_s']:.2f} s "
             f"(make_loader {row['make_loader_s']:.2f} s, first next() {row['first_next_s']:.2f} s)",
             flush=True,
         )
@@ -113,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = QUICK_SPEC if args.quick else SPEC
     src, path = bench_data.prepare(spec, args.cache, workers=2)
     rows = measure(path, args.workers, args.batch_size, args.repeats)
+    rows += measure(path, [0], args.batch_size, args.repeats, preimport=True)
     imports = bench.in_fresh_process(import_costs)
     print(
         "imports in a fresh process (what each worker pays): "

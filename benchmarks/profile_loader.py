@@ -10,9 +10,10 @@ Three measurements on each benchmark dataset, with the benchmark's windows and b
    (`ArrayRecordReader.read`), muxing GOP packets into an mp4 (`jaxload.video.mux_gops`),
    torchcodec decoder creation (`VideoDecoder(...)`), decoding (`get_frames_at`),
    collation (`BatchSchema.collate`), and the rest of the reader's Python ("other").
-2. IPC alone: the same pipeline shape (Grain `mp_prefetch` with the same workers, then the
-   loader's copy out of shared memory) carrying a ready-made batch of the same shapes, so
-   it measures only moving batches from the workers to the main process.
+2. IPC alone: the same pipeline shape (Grain `mp_prefetch` with the same workers and the
+   loader's options: arrays under 64 KiB pickled, larger ones through shared memory, plain
+   views in this process) carrying a ready-made batch of the same shapes, so it measures
+   only moving batches from the workers to the main process.
 3. The real loader (2 workers), for the end-to-end rate and its CPU time per sample in
    the main process versus all processes.
 
@@ -179,18 +180,23 @@ class ConstantBatch:
 
 
 def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> dict:
-    """Batches/s that Grain's mp_prefetch + the loader's copy-out move with no other work."""
+    """Batches/s that Grain's mp_prefetch moves to this process (plain views) with no other work."""
     import grain
 
     from jaxload.bench import measure_iterator
-    from jaxload.loader import PlainArrays
+    from jaxload.loader import MIN_SHM_BYTES, PlainArrays
 
     def make() -> Iterator[Any]:
         ds = grain.MapDataset.range(10**9).map(ConstantBatch(batch))
         it = ds.to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
-        it = it.mp_prefetch(
-            grain.MultiprocessingOptions(num_workers=num_workers, per_worker_buffer_size=2)
-        ).map(PlainArrays())
+        options = grain.experimental.DatasetOptions(min_shm_size=MIN_SHM_BYTES)
+        it = (
+            grain.experimental.WithOptionsIterDataset(it, options)
+            .mp_prefetch(
+                grain.MultiprocessingOptions(num_workers=num_workers, per_worker_buffer_size=2)
+            )
+            .map(PlainArrays())
+        )
         return iter(it)
 
     timing = measure_iterator(

@@ -146,13 +146,15 @@ def datasets_table(doc: dict) -> str:
 
 def ttfb_table(doc: dict) -> str:
     rows = [
-        "| workers | make_loader() | first next() | time to first batch (median) | runs |",
-        "|---:|---:|---:|---:|---|",
+        "| workers | torch, torchcodec, PyAV | make_loader() | first next() "
+        "| time to first batch (median) | runs |",
+        "|---:|---|---:|---:|---:|---|",
     ]
     for r in doc["results"]:
         runs = ", ".join(f"{x['total_s']:.2f}" for x in r["runs"])
+        imports = "imported before" if r.get("imports_paid_before") else "imported by the loader"
         rows.append(
-            f"| {r['num_workers']} | {r['make_loader_s']:.2f} s | {r['first_next_s']:.2f} s | "
+            f"| {r['num_workers']} | {imports} | {r['make_loader_s']:.2f} s | {r['first_next_s']:.2f} s | "
             f"**{r['total_s']:.2f} s** | {runs} |"
         )
     imports = doc.get("worker_import_seconds")
@@ -248,7 +250,9 @@ def profile_table(doc: dict) -> str:
             f"({ipc['batch_bytes'] / 2**20:.1f} MB)"
         )
     rows.append(
-        "| IPC alone: workers → main process (Grain shm + copy-out) | " + " | ".join(cells) + " |"
+        "| IPC alone: workers → main process (Grain shared memory, pickled small arrays) | "
+        + " | ".join(cells)
+        + " |"
     )
     cells = []
     for x in labels:
@@ -281,8 +285,9 @@ def refresh(text: str) -> str:
         doc = _load(source)
         if doc is None:
             continue
-        pattern = re.compile(rf"(<!-- table:{name} -->\n).*?(\n<!-- /table:{name} -->)", re.S)
-        text = pattern.sub(lambda m, d=doc, r=render: m.group(1) + r(d) + m.group(2), text)
+        # Empty markers (adjacent lines) and markers around an old table alike.
+        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)??(<!-- /table:{name} -->)", re.S)
+        text = pattern.sub(lambda m, d=doc, r=render: m.group(1) + r(d) + "\n" + m.group(2), text)
     return text
 
 

@@ -62,7 +62,9 @@ __all__ = [
     "parse_episodes",
 ]
 
-DEFAULT_GOP = 8
+# The knee of decode time vs size (benchmarks/RESULTS.md, GOP table): 8 -> 4 costs 23-52%
+# more bytes and saves 17-20% of the decode time; 4 -> 2 costs 40-60% more for 0-16%.
+DEFAULT_GOP = 4
 DEFAULT_CRF = 14  # lowest PSNR >= 38 dB vs the AV1 source on the fixtures (docs/FORMAT.md)
 # x264 tune: random frames decode 2.3x faster than with none, for 19% more bytes (docs/FORMAT.md)
 DEFAULT_TUNE = "fastdecode"

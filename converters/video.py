@@ -30,7 +30,7 @@ TOLERANCE_S = 1e-4
 @dataclasses.dataclass(frozen=True)
 class EncodeOptions:
     codec: str = "h264"  # "h264" | "hevc" | "copy"
-    gop: int = 8
+    gop: int = 4
     crf: int = 14
     preset: str = "medium"
     # x264 "fastdecode" (no CABAC, deblocking or weighted prediction): at 480x640 a random

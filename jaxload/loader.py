@@ -376,8 +376,9 @@ class Loader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        if not sys.is_finalizing():
+    # Bound at definition: at interpreter exit the module's globals may already be None.
+    def __del__(self, _finalizing: Callable[[], bool] = sys.is_finalizing) -> None:
+        if not _finalizing():
             self.close()
 
     # -- position and size -------------------------------------------------------------------

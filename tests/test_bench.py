@@ -172,7 +172,8 @@ def test_side_scripts(tiny, cache, tmp_path):
     argv = [*common, "--out", str(tmp_path / "ttfb.json"), "--workers", "1", "0", "--repeats", "1"]
     assert bench_ttfb.main([*argv, "--batch-size", "4"]) == 0
     doc = json.loads((tmp_path / "ttfb.json").read_text())
-    assert [r["num_workers"] for r in doc["results"]] == [1, 0]
+    rows = [(r["num_workers"], r["imports_paid_before"]) for r in doc["results"]]
+    assert rows == [(1, False), (0, False), (0, True)]  # then the loader's own start-up
     assert all(r["total_s"] > 0 for r in doc["results"]) and doc["worker_import_seconds"]
 
     argv = [*common, "--out", str(tmp_path / "gop.json"), "--gops", "1", "4"]
@@ -190,3 +191,15 @@ def test_side_scripts(tiny, cache, tmp_path):
     assert profile_loader.main([*argv, "--batches", "2", "--seconds", "1"]) == 0
     stages = json.loads((tmp_path / "prof.json").read_text())["results"]["small"]["stages"]
     assert stages["ms_per_batch"]["decode"] > 0 and stages["total_ms_per_batch"] > 0
+
+
+def test_report_fills_empty_and_stale_tables(monkeypatch):
+    from benchmarks import report
+
+    monkeypatch.setattr(report, "TABLES", {"t": ("x.json", lambda doc: f"| {doc['v']} |")})
+    monkeypatch.setattr(report, "_load", lambda name: {"v": 7})
+    text = "intro\n<!-- table:t -->\n<!-- /table:t -->\nmiddle\n"
+    filled = report.refresh(text)
+    assert filled == "intro\n<!-- table:t -->\n| 7 |\n<!-- /table:t -->\nmiddle\n"
+    stale = filled.replace("| 7 |", "| old |\n| rows |")
+    assert report.refresh(stale) == filled  # prose around the markers is kept

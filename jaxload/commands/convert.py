@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repo-id", help="recorded in the metadata as the source's hub repo id")
     parser.add_argument("--revision", help="hub branch, tag or commit (hub ids only; default main)")
     parser.add_argument("--video-codec", choices=["h264", "hevc", "copy"], default="h264")
-    parser.add_argument("--gop", type=int, default=None, help="frames per GOP (default 8)")
+    parser.add_argument("--gop", type=int, default=None, help="frames per GOP (default 4)")
     parser.add_argument("--crf", type=int, default=None, help="x264/x265 crf (default 14)")
     parser.add_argument(
         "--tune",
