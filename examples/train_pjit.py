@@ -102,7 +102,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--save-every", type=int, default=100)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=1, help="Grain worker processes")
+    p.add_argument(
+        "--workers", type=int, default=None, help="Grain worker processes (default: jaxload's)"
+    )
     p.add_argument(
         "--decode-device",
         default="cpu",
@@ -135,6 +137,7 @@ def main() -> None:
             dataset_dir, {"observation.state": "mean_std", "action": "mean_std"}
         ),
     )
+    loader.start()  # imports and first batches overlap the model set-up below
     spec = loader.element_spec
     model = Policy(action_dim=spec["action"][0][-1])
     tx = optax.adam(args.lr)
