@@ -957,9 +957,7 @@ def format_table(reports: Sequence[BenchReport]) -> str:
         name = r.label or Path(r.dataset).name
         rows = [(f"jaxload ({r.num_workers} workers)", r.jaxload)]
         if r.jaxload_defaults is not None:
-            d = r.jaxload_defaults
-            threads = d.details.get("loader_kwargs", {}).get("read_threads", "?")
-            rows.append((f"jaxload ({d.num_workers} w., {threads} thr.)", d))
+            rows.append((f"jaxload ({_parallelism(r.jaxload_defaults)})", r.jaxload_defaults))
         if r.lerobot is not None:
             rows.append((f"LeRobot+DataLoader ({r.num_workers} w.)", r.lerobot))
         for title, t in rows:
@@ -975,18 +973,30 @@ def format_table(reports: Sequence[BenchReport]) -> str:
                 f"{name:<8} {'decode limit (' + d.best + ')':<26} {d.samples_per_s:>9.1f} "
                 f"{d.frames_per_s:>9.1f} {d.cpu_ms_per_sample:>13.2f}"
             )
-        ratios = []
-        if r.vs_lerobot is not None:
-            ratios.append(f"jaxload/LeRobot = {r.vs_lerobot:.2f}x")
-        if r.vs_decode_limit is not None:
-            ratios.append(f"jaxload/decode limit = {100 * r.vs_decode_limit:.0f}%")
-        if r.defaults_vs_lerobot is not None:
-            ratios.append(f"defaults: {r.defaults_vs_lerobot:.2f}x LeRobot")
-        if r.defaults_vs_decode_limit is not None:
-            ratios.append(f"{100 * r.defaults_vs_decode_limit:.0f}% of the limit")
+        ratios = _ratio_notes(r)
         if ratios:
-            lines.append(f"{name:<8} {', '.join(ratios)}")
+            lines.append(f"{name:<8} jaxload ({r.num_workers} workers): {', '.join(ratios)}")
     return "\n".join(lines)
+
+
+def _ratio_notes(r: BenchReport) -> list[str]:
+    """The ratios measured for one dataset, as short phrases (table and chart)."""
+    notes = []
+    if r.vs_lerobot is not None:
+        notes.append(f"{r.vs_lerobot:.2f}x LeRobot")
+    if r.vs_decode_limit is not None:
+        notes.append(f"{100 * r.vs_decode_limit:.0f}% of the decode limit")
+    if r.defaults_vs_lerobot is not None:
+        notes.append(f"its defaults {r.defaults_vs_lerobot:.2f}x LeRobot")
+    if r.defaults_vs_decode_limit is not None:
+        notes.append(f"{100 * r.defaults_vs_decode_limit:.0f}% of the limit")
+    return notes
+
+
+def _parallelism(t: Throughput) -> str:
+    """ "W w., T thr.": the worker processes and read threads a jaxload run used."""
+    threads = t.details.get("loader_kwargs", {}).get("read_threads", "?")
+    return f"{t.num_workers} w., {threads} thr."
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -1062,13 +1072,7 @@ def plot(reports: Sequence[BenchReport], path: str | os.PathLike) -> None:
                 va="bottom",
                 fontsize=8,
             )
-        extra = []
-        if report.vs_lerobot is not None:
-            extra.append(f"{report.vs_lerobot:.2f}x LeRobot")
-        if report.vs_decode_limit is not None:
-            extra.append(f"{100 * report.vs_decode_limit:.0f}% of decode limit")
-        if report.defaults_vs_lerobot is not None:
-            extra.append(f"defaults {report.defaults_vs_lerobot:.2f}x")
+        extra = _ratio_notes(report)
         ax.set_title(report.label or Path(report.dataset).name, fontsize=10)
         ax.set_xlabel(f"jaxload ({w} workers): " + ", ".join(extra) if extra else "", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
@@ -1087,9 +1091,7 @@ def _bars(report: BenchReport) -> list[tuple[str, float, str]]:
     bars = [(f"jaxload\n{w} workers", report.jaxload.samples_per_s, "#1f77b4")]
     if report.jaxload_defaults is not None:
         d = report.jaxload_defaults
-        threads = d.details.get("loader_kwargs", {}).get("read_threads", "?")
-        label = f"jaxload\n{d.num_workers} w. {threads} thr."
-        bars.append((label, d.samples_per_s, "#aec7e8"))
+        bars.append((f"jaxload\n{_parallelism(d)}", d.samples_per_s, "#aec7e8"))
     if report.lerobot is not None:
         bars.append((f"LeRobot\n{w} workers", report.lerobot.samples_per_s, "#ff7f0e"))
     if report.decode_limit is not None:

@@ -120,10 +120,9 @@ class ReadBatch(grain.transforms.Map):
     ) -> np.ndarray:
         """The camera's (n, *shape) array; rows no part covers hold the field's fill value."""
         field = self.schema.fields[cam]
-        if len(parts) == 1 and len(parts[0][0]) == n:  # one dataset, every row in order
-            if not self.output_to_shared_memory:
-                return parts[0][1].decode().reshape(n, *field.shape)  # torchcodec's output
-            return parts[0][1].decode(out=self._empty((n, *field.shape), field.dtype))
+        one_dataset = len(parts) == 1 and len(parts[0][0]) == n  # every row, in order
+        if one_dataset and not self.output_to_shared_memory:
+            return parts[0][1].decode().reshape(n, *field.shape)  # torchcodec's output as is
         out = self._empty((n, *field.shape), field.dtype)
         covered = np.zeros(n, bool)
         for where, video in parts:
@@ -287,8 +286,9 @@ def split_cores(cores: int) -> tuple[int, int]:
     """(num_workers, read_threads) that keep `cores` cores reading and decoding.
 
     Up to CORES_PER_PROCESS cores: threads in the training process, no worker processes
-    (on 2 cores they served 12-25% more samples/s than 2 workers: no shared-memory page
-    faults, no pickling, and no 2-4 s start while workers import torch). Beyond that,
+    (on 2 cores they served as many samples/s as 2 workers at 96x128 and 34-37% more at
+    480x640: no shared-memory page faults, no pickling, and a first batch 1.2-1.5 s
+    sooner, without workers importing torch). Beyond that,
     ceil(cores / CORES_PER_PROCESS) workers (at most MAX_WORKERS) sharing the cores as
     read threads.
     """
@@ -560,10 +560,10 @@ def make_loader(
 
     Args beyond the contract: `episodes` (passed to jaxload.open), `num_workers` (Grain
     worker processes; 0 reads in this process) and `read_threads` (per process; default
-    both from the core count, see `split_cores`: 0 workers up to 3 cores), `worker_buffer_size` (batches per worker), `prefetch`
-    (batches buffered by the final thread), `mixture_block_size` (default: the smallest
-    exact block, see jaxload.mixture), `key_maps` (per-dataset key renames), and
-    `batch_transform` (a batch -> batch function run in the workers on this host's numpy
+    both from the core count, see `split_cores`: 0 workers up to 3 cores),
+    `worker_buffer_size` (batches per worker), `prefetch` (batches buffered by the final
+    thread), `mixture_block_size` (default: the smallest exact block, see
+    jaxload.mixture), `key_maps` (per-dataset key renames), and `batch_transform` (a batch -> batch function run in the workers on this host's numpy
     part; define it at module level so worker processes can unpickle it).
 
     Video: `decode_device="auto"` picks "cuda" when torchcodec decodes on a GPU here and

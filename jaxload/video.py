@@ -76,8 +76,9 @@ def mux_gops(gops: Sequence[bytes], codec: str, width: int, height: int) -> byte
 class EncodedFrames:
     """One camera's frames for a batch, still compressed.
 
-    `gops[g]` is a GOP record; the frame for sample b, window slot t is frame `frame_index[b, t]` of GOP `gop_index[b, t]`. Small and
-    picklable: Grain workers can hand it to the training process to decode there (GPU).
+    `gops[g]` is a GOP record; the frame for sample b, window slot t is frame
+    `frame_index[b, t]` of GOP `gop_index[b, t]`. Small and picklable: Grain workers can
+    hand it to the training process to decode there (GPU).
     """
 
     codec: str
@@ -111,15 +112,9 @@ class EncodedFrames:
             frame_index=frame_index,
         )
 
-    def decode(
-        self, device: str = "cpu", *, as_torch: bool = False, out: np.ndarray | None = None
-    ) -> Any:
+    def decode(self, device: str = "cpu", *, as_torch: bool = False) -> Any:
         """(B, T, H, W, 3) uint8 frames, contiguous: numpy on "cpu" unless `as_torch`, else
-        a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC).
-
-        `out` (CPU only): a C-contiguous uint8 array of B*T*H*W*3 elements (e.g. a batch
-        array in shared memory) that receives the frames; it is returned.
-        """
+        a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC)."""
         from torchcodec.decoders import VideoDecoder
 
         counts = np.asarray([gop_num_frames(g) for g in self.gops], dtype=np.int64)
@@ -136,11 +131,6 @@ class EncodedFrames:
         indices = (firsts[self.gop_index] + self.frame_index).reshape(-1)
         frames = decoder.get_frames_at(indices=indices.tolist()).data
         frames = frames.reshape(*self.gop_index.shape, self.height, self.width, 3)
-        if out is not None:
-            if not out.flags.c_contiguous or out.size != frames.numel():
-                raise ValueError(f"out must be C-contiguous with {frames.numel()} elements")
-            np.copyto(out.reshape(frames.shape), frames.numpy())
-            return out
         return frames if as_torch or frames.device.type != "cpu" else frames.numpy()
 
 
