@@ -165,6 +165,12 @@ def ttfb_table(doc: dict) -> str:
             + ", ".join(f"`{k}` {v:.2f} s" for k, v in imports.items())
             + f" (total {sum(imports.values()):.2f} s).",
         ]
+    plain = doc.get("plain_torchcodec_import_s")
+    if plain is not None:
+        rows[-1] += (
+            f" torchcodec is imported through `jaxload._torchcodec`; a plain `import "
+            f"torchcodec.decoders` after torch takes {plain:.2f} s (it imports torch._dynamo)."
+        )
     return "\n".join(rows)
 
 

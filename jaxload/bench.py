@@ -422,9 +422,9 @@ class DecodeCall:
 
     def __call__(self) -> list[Any]:
         """Replays the decoder; returns what each recorded method call returned."""
-        from torchcodec.decoders import VideoDecoder
+        from jaxload._torchcodec import video_decoder_class
 
-        decoder = VideoDecoder(self.source, **self.options)
+        decoder = video_decoder_class()(self.source, **self.options)
         return [getattr(decoder, name)(*args, **kwargs) for name, args, kwargs in self.methods]
 
     @property

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxload._torchcodec import video_decoder_class
+
 _COUNT = struct.Struct("<I")
 # Any constant rate works: frames are addressed by index, timestamps are never compared.
 _TIME_BASE = Fraction(1, 30)
@@ -115,7 +117,7 @@ class EncodedFrames:
     def decode(self, device: str = "cpu", *, as_torch: bool = False) -> Any:
         """(B, T, H, W, 3) uint8 frames, contiguous: numpy on "cpu" unless `as_torch`, else
         a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC)."""
-        from torchcodec.decoders import VideoDecoder
+        VideoDecoder = video_decoder_class()
 
         counts = np.asarray([gop_num_frames(g) for g in self.gops], dtype=np.int64)
         firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])

@@ -1,0 +1,93 @@
+"""jaxload._torchcodec: torchcodec without the eager torch._dynamo import (real imports,
+each in a fresh interpreter, since import state is what is tested)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("torchcodec")
+
+
+def run_fresh(code: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_plain_torchcodec_import_imports_dynamo():
+    """The dependency behaviour worked around. If this fails, torchcodec no longer imports
+    torch._dynamo at import time: delete jaxload/_torchcodec.py."""
+    out = run_fresh(
+        """
+        import sys
+        import torchcodec.decoders
+        print("torch._dynamo" in sys.modules)
+        """
+    )
+    assert out == "True"
+
+
+def test_jaxload_import_skips_dynamo_and_decodes(tmp_path):
+    out = run_fresh(
+        f"""
+        import sys
+        import av, numpy as np
+        from jaxload._torchcodec import video_decoder_class
+
+        VideoDecoder = video_decoder_class()
+        assert "torch._dynamo" not in sys.modules
+        path = {str(tmp_path / "v.mp4")!r}
+        with av.open(path, "w") as out:
+            stream = out.add_stream("libx264", rate=10)
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            for i in range(5):
+                frame = np.full((48, 64, 3), 40 * i, np.uint8)
+                for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                    out.mux(packet)
+            for packet in stream.encode():
+                out.mux(packet)
+        frames = VideoDecoder(path, dimension_order="NHWC").get_frames_at(indices=[0, 4]).data
+        print(tuple(frames.shape), float(frames[1].float().mean()))
+        """
+    )
+    shape, mean = out.rsplit(" ", 1)
+    assert shape == "(2, 48, 64, 3)" and abs(float(mean) - 160) < 4  # frame 4 is gray 160
+
+
+def test_disallow_in_graph_is_replayed_when_dynamo_is_imported():
+    out = run_fresh(
+        """
+        import sys
+        from jaxload._torchcodec import video_decoder_class, _deferred
+
+        video_decoder_class()
+        assert "torch._dynamo" not in sys.modules and _deferred
+        import torch._dynamo
+        from torch._dynamo.trace_rules import is_callable_disallowed
+
+        print(all(is_callable_disallowed(fn) for fn in _deferred), len(_deferred))
+        """
+    )
+    flag, count = out.split()
+    assert flag == "True" and int(count) > 0
+
+
+def test_dynamo_already_imported_uses_the_plain_import():
+    out = run_fresh(
+        """
+        import torch._dynamo
+        from torch._dynamo.trace_rules import is_callable_disallowed
+        from jaxload._torchcodec import video_decoder_class, _deferred
+        from torchcodec._core import ops
+
+        video_decoder_class()
+        print(not _deferred, is_callable_disallowed(ops.create_from_file))
+        """
+    )
+    assert out == "True True"
