@@ -7,9 +7,10 @@ Three measurements on each benchmark dataset, with the benchmark's windows and b
 
 1. The work one Grain worker does per batch (`ReadBatch.map`: read + decode + collate),
    run in this process on one thread, with timers around each stage: ArrayRecord reads
-   (`ArrayRecordReader.read`), muxing GOP packets into an mp4 (`jaxload.video.mux_gops`),
-   torchcodec decoder creation (`VideoDecoder(...)`), decoding (`get_frames_at`),
-   collation (`BatchSchema.collate`), and the rest of the reader's Python ("other").
+   (`ArrayRecordReader.read`), assembling the batch's mp4 from its GOP fragments
+   (`jaxload.video.build_mp4`), torchcodec decoder creation (`VideoDecoder(...)`),
+   decoding (`get_frames_at`), collation (`BatchSchema.collate`), and the rest of the
+   reader's Python ("other").
 2. IPC alone: the same pipeline shape (Grain `mp_prefetch` with the same workers and the
    loader's options: arrays under 64 KiB pickled, larger ones through shared memory, plain
    views in this process) carrying a ready-made batch of the same shapes, so it measures
@@ -41,7 +42,7 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks import bench_data  # noqa: E402
 from benchmarks.run import specs_for  # noqa: E402
 
-STAGES = ("arrayrecord_read", "mux", "decoder_create", "decode", "collate", "other")
+STAGES = ("arrayrecord_read", "build_mp4", "decoder_create", "decode", "collate", "other")
 
 
 class Timers:
@@ -72,7 +73,6 @@ class Timers:
 def instrumented(timers: Timers) -> Iterator[None]:
     """Timers around the reader's stages: the classes and functions it uses are swapped for
     timed ones where they are defined and in jaxload's modules (`jaxload.bench.patched`)."""
-    import jaxload.video
     from jaxload.bench import patched
 
     with contextlib.ExitStack() as stack:
@@ -84,10 +84,9 @@ def instrumented(timers: Timers) -> Iterator[None]:
             )
         )
         stack.enter_context(patched("torchcodec.decoders", "VideoDecoder", _timed_decoder(timers)))
-        if hasattr(jaxload.video, "mux_gops"):
-            stack.enter_context(
-                patched("jaxload.video", "mux_gops", lambda f: timers.wrap("mux", f))
-            )
+        stack.enter_context(
+            patched("jaxload.video", "build_mp4", lambda f: timers.wrap("build_mp4", f))
+        )
         yield
 
 

@@ -230,7 +230,8 @@ def profile_table(doc: dict) -> str:
     labels = list(doc["results"])
     names = {
         "arrayrecord_read": "ArrayRecord reads",
-        "mux": "mux GOP packets into an mp4 (PyAV)",
+        "build_mp4": "assemble the batch's mp4 (init segment + GOP fragments)",
+        "mux": "mux GOP packets into an mp4 (PyAV; format version 1)",
         "decoder_create": "torchcodec decoder creation",
         "decode": "torchcodec decode (`get_frames_at`)",
         "collate": "collation (`BatchSchema.collate`)",

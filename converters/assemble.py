@@ -175,7 +175,10 @@ def _part_episodes(state: JobState, record: dict[str, Any], cameras: Sequence[st
         start = 0
         for episode in record["episodes"]:
             counts = [episode["frame_records"]]
-            counts += [len(episode["videos"][cam]["segment_starts"]) for cam in cameras]
+            counts += [
+                fmt.camera_record_count(len(episode["videos"][cam]["segment_starts"]))
+                for cam in cameras
+            ]
             try:
                 data = reader.read(list(range(start, start + sum(counts))))
             except Exception as e:

@@ -1,5 +1,5 @@
 """Converts one source episode: its tabular rows into frame blocks, each camera's frames
-into self-contained GOP segments (transcoded, or copied from an h264/hevc source).
+into an mp4 init segment and self-contained GOP fragments (transcoded, or copied from an h264/hevc source).
 
 This is the per-episode work every engine runs; it depends only on the episode and the
 options, never on which process or machine runs it.
@@ -30,8 +30,9 @@ class EpisodeResult:
     streams: dict[str, video.EncodedStream]
 
     def record_blocks(self) -> list[list[bytes]]:
-        """The episode's records in storage order: frame blocks, then cameras sorted."""
-        return [self.frames, *(self.streams[c].segments for c in sorted(self.streams))]
+        """The episode's records in storage order: frame blocks, then cameras sorted (each
+        its init segment, then its GOPs)."""
+        return [self.frames, *(self.streams[c].records for c in sorted(self.streams))]
 
 
 def convert_episode(

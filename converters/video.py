@@ -1,5 +1,6 @@
 """Video for the converter: decode a source episode, re-encode it in fixed GOPs, and cut
-the stream into self-contained per-GOP mp4 segments (what the reader decodes).
+the stream into an mp4 init segment and one self-contained fragment per GOP (what the
+reader decodes; jaxload/video.py).
 
 Decoding the source uses PyAV (its frames stay in YUV, so the transcode does no extra
 RGB round trip); frames are picked exactly as LeRobotDataset picks them: the frame of the
@@ -20,7 +21,7 @@ import av
 import numpy as np
 
 from jaxload.errors import SourceError
-from jaxload.video import decode_gops, gop_num_frames, pack_gop
+from jaxload.video import decode_gops, fragment_gop, gop_num_frames
 
 CODECS = {"h264": "libx264", "hevc": "libx265"}
 # A frame decoded more than this far from its query time is a mismatch (LeRobot's default).
@@ -40,12 +41,26 @@ class EncodeOptions:
 
 @dataclasses.dataclass
 class EncodedStream:
-    """One episode's stream of one camera, cut into GOP segments."""
+    """One episode's stream of one camera: an mp4 init segment and one fragment per GOP."""
 
+    init: bytes
     segments: list[bytes]
     segment_starts: list[int]  # frame index (within the episode) of each segment's first frame
     psnr: np.ndarray  # per-frame PSNR (dB) of the stored stream against the source decode
     codec: str
+
+    @property
+    def records(self) -> list[bytes]:
+        """The stream's records in storage order: init segment, then the GOPs."""
+        return [self.init, *self.segments]
+
+    def add_gop(self, packets: Sequence[bytes], width: int, height: int) -> None:
+        """Appends one GOP (Annex-B packets, keyframe first) as an mp4 fragment."""
+        init, fragment = fragment_gop(packets, self.codec, width, height)
+        self.init = self.init or init
+        first = self.segment_starts[-1] + gop_num_frames(self.segments[-1]) if self.segments else 0
+        self.segment_starts.append(first)
+        self.segments.append(fragment)
 
 
 def decode_source_frames(
@@ -90,7 +105,7 @@ def transcode(
     Memory stays bounded by the encoder's lookahead: each GOP is checked against its
     source frames as soon as it is complete, then both are dropped.
     """
-    stream = EncodedStream([], [], np.zeros(0), options.codec)
+    stream = EncodedStream(b"", [], [], np.zeros(0), options.codec)
     reference: collections.deque[np.ndarray] = collections.deque()
     psnrs: list[float] = []
     open_gop: list[av.Packet] = []
@@ -104,11 +119,10 @@ def transcode(
 
     def close_gop() -> None:
         # libx264/libx265 emit Annex-B with in-band parameter sets: each GOP stands alone.
-        stream.segment_starts.append(sum(gop_num_frames(g) for g in stream.segments))
-        stream.segments.append(pack_gop([bytes(p) for p in open_gop]))
+        stream.add_gop([bytes(p) for p in open_gop], encoder.width, encoder.height)
         refs = [reference.popleft() for _ in open_gop]
         size = (options.codec, encoder.width, encoder.height)
-        psnrs.extend(_gops_psnr(stream.segments[-1:], refs, size, where))
+        psnrs.extend(_gops_psnr(stream.init, stream.segments[-1:], refs, size, where))
         open_gop.clear()
 
     for i, frame in enumerate(frames):
@@ -158,9 +172,10 @@ def copy_stream(
             )
         _check_no_reordering(packets, path, episode)
         gops = _split_gops(_to_annexb(packets, stream))
-        segments = [pack_gop([bytes(p) for p in g]) for g in gops]
         size = (codec, stream.codec_context.width, stream.codec_context.height)
-    starts = list(np.cumsum([0] + [len(g) for g in gops[:-1]]).tolist())
+        encoded = EncodedStream(b"", [], [], np.zeros(0), codec)
+        for gop in gops:
+            encoded.add_gop([bytes(p) for p in gop], *size[1:])
     if sum(len(g) for g in gops) != num_frames:
         raise SourceError(
             f"{path}: episode {episode}: found {sum(len(g) for g in gops)} packets for "
@@ -170,10 +185,11 @@ def copy_stream(
     source = decode_source_frames(path, from_timestamp, timestamps, episode=episode)
     where = f"{path}: episode {episode}"
     psnrs = []
-    for segment in segments:  # one GOP at a time: memory stays bounded
+    for segment in encoded.segments:  # one GOP at a time: memory stays bounded
         refs = [next(source).to_ndarray(format="rgb24") for _ in range(gop_num_frames(segment))]
-        psnrs.extend(_gops_psnr([segment], refs, size, where))
-    return EncodedStream(segments, starts, np.asarray(psnrs), codec)
+        psnrs.extend(_gops_psnr(encoded.init, [segment], refs, size, where))
+    encoded.psnr = np.asarray(psnrs)
+    return encoded
 
 
 def _open(path, episode: int) -> av.container.InputContainer:
@@ -220,7 +236,7 @@ def _make_encoder(options: EncodeOptions, fps: int, width: int, height: int, whe
     encoder.framerate = Fraction(fps, 1)
     encoder.gop_size = options.gop
     encoder.max_b_frames = 0
-    # No global header: SPS/PPS stay in-band in every keyframe, so each GOP segment is
+    # No global header: SPS/PPS stay in-band in every keyframe, so each GOP fragment is
     # self-contained and the mp4 muxer derives its avcC/hvcC from the first packet.
     # One thread: x264/x265 output then depends only on the input, not on the machine.
     encoder.thread_count = 1
@@ -254,7 +270,8 @@ def _split_gops(packets: list[av.Packet]) -> list[list[av.Packet]]:
 
 def _to_annexb(packets: list[av.Packet], stream) -> list[av.Packet]:
     """mp4 stores length-prefixed NAL units with parameter sets in the header; the records
-    hold Annex-B with parameter sets in-band, so every GOP decodes on its own."""
+    keep the parameter sets in-band (the muxer keeps them when it converts back from
+    Annex-B), so every GOP decodes on its own, after any init segment of the camera."""
     name = {"h264": "h264_mp4toannexb", "hevc": "hevc_mp4toannexb"}[
         stream.codec_context.codec.canonical_name
     ]
@@ -275,7 +292,11 @@ def _check_no_reordering(packets: list[av.Packet], path, episode: int) -> None:
 
 
 def _gops_psnr(
-    segments: list[bytes], reference: list[np.ndarray], size: tuple[str, int, int], where: str
+    init: bytes,
+    segments: list[bytes],
+    reference: list[np.ndarray],
+    size: tuple[str, int, int],
+    where: str,
 ) -> list[float]:
     """Per-frame PSNR of GOP records (decoded as the reader decodes them) vs reference."""
     counts = [gop_num_frames(s) for s in segments]
@@ -284,7 +305,7 @@ def _gops_psnr(
             f"{where}: stored stream has {sum(counts)} frames, expected {len(reference)}"
         )
     try:
-        decoded = decode_gops(segments, [range(n) for n in counts], *size)
+        decoded = decode_gops(init, segments, [range(n) for n in counts], *size)
     except RuntimeError as e:
         raise SourceError(f"{where}: stored stream does not decode ({e})") from e
     return [psnr(a, b) for a, b in zip(np.concatenate(decoded), reference)]

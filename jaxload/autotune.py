@@ -306,17 +306,16 @@ def _probe_camera(ds: Any, cam: str, count: int, spec: Mapping[str, Any]) -> Cam
     from jaxload.video import decode_gops
 
     info, shape = ds.info.cameras[cam], spec[cam][0]
-    segments, lengths = _sample_segments(ds.path, ds.episode_index, cam, count)
+    inits, segments, lengths = _sample_segments(ds.path, ds.episode_index, cam, count)
 
-    def decode(gop: bytes, frames: list[int]) -> None:
-        decode_gops([gop], [frames], info.codec, info.width, info.height)
+    def decode(init: bytes, gop: bytes, frames: list[int]) -> None:
+        decode_gops(init, [gop], [frames], info.codec, info.width, info.height)
 
-    decode(segments[0], [0])  # the first call loads codecs: not part of the timing
+    decode(inits[0], segments[0], [0])  # the first call loads codecs: not part of the timing
     # Medians over the GOPs: robust to a busy machine's hiccups.
-    per_frame = np.median(
-        [_ms(decode, seg, list(range(n))) / n for seg, n in zip(segments, lengths)]
-    )
-    random_access = np.median([_ms(decode, seg, [n // 2]) for seg, n in zip(segments, lengths)])
+    probes = list(zip(inits, segments, lengths))
+    per_frame = np.median([_ms(decode, i, seg, list(range(n))) / n for i, seg, n in probes])
+    random_access = np.median([_ms(decode, i, seg, [n // 2]) for i, seg, n in probes])
     return CameraProbe(
         codec=info.codec,
         height=info.height,
@@ -338,9 +337,10 @@ def _ms(fn: Any, *args: Any) -> float:
 
 def _sample_segments(
     root: str, episodes: Sequence[int], cam: str, count: int
-) -> tuple[list[bytes], list[int]]:
+) -> tuple[list[bytes], list[bytes], list[int]]:
     """A middle segment (full length where there are several) of `count` episodes spread
-    over the selection, and its frame count; read through the format's public layout."""
+    over the selection, with its init segment and frame count; read through the format's
+    public layout."""
     import pyarrow.parquet as pq
     from array_record.python.array_record_module import ArrayRecordReader
 
@@ -356,7 +356,7 @@ def _sample_segments(
     ).to_pylist()
     selected = [r for r in table if r["episode_index"] in set(int(e) for e in episodes)]
     picks = np.unique(np.linspace(0, len(selected) - 1, count).round().astype(int))
-    segments, lengths, readers = [], [], {}
+    inits, segments, lengths, readers = [], [], [], {}
     try:
         for row in (selected[i] for i in picks):
             starts, s = row[starts_col], len(row[starts_col]) // 2
@@ -365,12 +365,15 @@ def _sample_segments(
             if shard not in readers:
                 path = Path(root) / fmt.shard_path(shard)
                 readers[shard] = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
-            segments.append(readers[shard].read([int(row[start_col]) + s])[0])
+            first = int(row[start_col])
+            init, segment = readers[shard].read([first, fmt.segment_record(first, s)])
+            inits.append(init)
+            segments.append(segment)
             lengths.append(int(end - starts[s]))
     finally:
         for reader in readers.values():
             reader.close()
-    return segments, lengths
+    return inits, segments, lengths
 
 
 def _time_samples(ds: Any, count: int, seed: int) -> float:

@@ -185,7 +185,10 @@ class JaxloadDataset:
         for key, frames in needed.items():
             if key in self.info.cameras:
                 segment, local_frames[key] = self._locate_segments(key, ep, frames)
-                requests[key] = (shard, self._segment_record_start[key][ep][:, None] + segment)
+                start = self._segment_record_start[key][ep][:, None]
+                requests[key] = (shard, fmt.segment_record(start, segment))
+                # Any episode's init segment serves the camera's GOPs: the first sample's.
+                requests[_init_key(key)] = (shard[:1], start[:1])
             else:
                 block = frames // fmt.FRAMES_PER_BLOCK
                 requests[key] = (shard, self._frames_start[ep][:, None] + block)
@@ -198,6 +201,7 @@ class JaxloadDataset:
                 records,
                 slots[cam],
                 local_frames[cam],
+                init=records[slots[_init_key(cam)][0, 0]],
                 codec=camera.codec,
                 width=camera.width,
                 height=camera.height,
@@ -290,10 +294,15 @@ def open(
     return JaxloadDataset(path, delta_timestamps=delta_timestamps, episodes=episodes, speed=speed)
 
 
+def _init_key(camera: str) -> tuple[str, str]:
+    """Request key of a camera's init segment (a tuple: no feature name can equal it)."""
+    return ("init", camera)
+
+
 def _read_records(
-    requests: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    requests: Mapping[Any, tuple[np.ndarray, np.ndarray]],
     reader_for,
-) -> tuple[list[bytes], dict[str, np.ndarray]]:
+) -> tuple[list[bytes], dict[Any, np.ndarray]]:
     """Reads every requested (shard, record) once, with one batched call per shard.
 
     Returns the unique records and, per request, an array of the request's shape that

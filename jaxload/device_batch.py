@@ -39,6 +39,7 @@ def merge_encoded(parts: Sequence[tuple[np.ndarray, EncodedFrames]], n: int) -> 
         offset += len(video.gops)
     merged = EncodedFrames(
         codec=first.codec,
+        init=first.init,  # GOPs carry their parameter sets: one init serves the camera
         width=first.width,
         height=first.height,
         gops=gops,

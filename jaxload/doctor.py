@@ -144,7 +144,8 @@ def _read_all_records(root: Path, info: fmt.DatasetInfo, table) -> dict[int, lis
         end = row["frames_record_start"] + fmt.num_blocks(row["length"])
         for cam in info.cameras:
             start = row[fmt.segment_column(cam, "record_start")]
-            end = max(end, start + len(row[fmt.segment_column(cam, "segment_starts")]))
+            segments = len(row[fmt.segment_column(cam, "segment_starts")])
+            end = max(end, start + fmt.camera_record_count(segments))
         expected[row["shard"]] = max(expected.get(row["shard"], 0), end)
     records = {}
     for shard in range(info.num_shards):
@@ -206,12 +207,15 @@ def _check_segments(root: Path, info: fmt.DatasetInfo, table, records) -> int:
             starts = row[fmt.segment_column(cam, "segment_starts")]
             first = row[fmt.segment_column(cam, "record_start")]
             bounds = [*starts, row["length"]]
+            init = records[row["shard"]][first]
             for k in range(len(starts)):
-                segment = records[row["shard"]][first + k]
+                segment = records[row["shard"]][fmt.segment_record(first, k)]
                 expected = bounds[k + 1] - bounds[k]
                 try:
                     n = gop_num_frames(segment)
-                    decode_gops([segment], [[n - 1]], camera.codec, camera.width, camera.height)
+                    decode_gops(
+                        init, [segment], [[n - 1]], camera.codec, camera.width, camera.height
+                    )
                 except Exception as e:  # torchcodec/PyAV raise RuntimeError or their own errors
                     raise DatasetError(
                         f"{where}, camera {cam}, segment {k}: does not decode ({e})"

@@ -12,8 +12,8 @@ prose description. A dataset directory holds:
 
 Within a shard, an episode is a contiguous run of records: one record per block of
 FRAMES_PER_BLOCK frames holding all tabular features (packed numpy structured rows), then,
-per camera in sorted key order, one record per video segment (a self-contained mp4 of one
-GOP).
+per camera in sorted key order, the camera's mp4 init segment and one record per GOP (an
+mp4 fragment; jaxload/video.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ import numpy as np
 from jaxload.errors import DatasetError
 
 FORMAT_NAME = "jaxload"
-FORMAT_VERSION = 1
+# 2: GOP records are mp4 fragments after a per-camera init record (1: packed Annex-B
+# packets, remuxed on every read).
+FORMAT_VERSION = 2
 
 INFO_PATH = "meta/info.json"
 EPISODES_PATH = "meta/episodes.parquet"
@@ -60,6 +62,19 @@ def shard_path(index: int) -> str:
 def segment_column(camera: str, field: str) -> str:
     """Name of a per-camera column in meta/episodes.parquet."""
     return f"videos/{camera}/{field}"
+
+
+# An episode's records of one camera start at its `record_start` column: the mp4 init
+# segment, then one fragment per GOP.
+def camera_record_count(num_segments: int) -> int:
+    """Records of one episode's camera with `num_segments` GOPs (init segment included)."""
+    return 1 + num_segments
+
+
+def segment_record(record_start: Any, segment: Any) -> Any:
+    """Record number of GOP `segment` (int or array) of a camera whose run starts at
+    `record_start` (its init segment)."""
+    return record_start + 1 + segment
 
 
 @dataclasses.dataclass(frozen=True)

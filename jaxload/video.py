@@ -1,14 +1,16 @@
-"""Stored video: packed GOP records, and their CPU decode with torchcodec.
+"""Stored video: GOP records as fragmented-MP4 fragments, and their decode with torchcodec.
 
-A video record holds one GOP of one camera as its compressed packets (Annex-B H.264 or
-HEVC, parameter sets in-band, decode order = presentation order: no B-frames). Frame k
-of a GOP is its k-th packet, so no timestamps are involved at read time.
+A camera's stream of one episode is stored as an init segment (`ftyp` + `moov`: codec,
+size, parameter sets) followed by one record per GOP, each one fragment (`moof` + `mdat`)
+written by FFmpeg's mp4 muxer. Fragments address their samples relative to their own
+`moof` (`default_base_moof`), so any of them can follow an init segment: the mp4 for a
+batch is the init segment and the GOPs the batch needs, concatenated, with each fragment's
+decode time (`tfdt`) renumbered so frames are consecutive. That is a few byte copies
+instead of a remux (docs/FORMAT.md has the numbers). Packets carry their parameter sets
+in-band and there are no B-frames, so every GOP decodes on its own, frame k of a GOP is
+its k-th sample, and one init segment serves GOPs of any episode of the camera.
 
-To decode, the GOPs a batch needs from one camera are muxed (PyAV, no re-encoding) into
-one in-memory mp4 with consecutive frame numbers and decoded by one torchcodec decoder.
-Creating a decoder costs about as much as decoding a GOP, so one decoder per batch and
-camera instead of one per GOP halves the decode time (docs/FORMAT.md has the numbers).
-torchcodec decoders are not thread-safe: each call makes its own, nothing is shared.
+torchcodec decoders are not thread-safe: each decode makes its own, nothing is shared.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -24,68 +26,122 @@ import numpy as np
 
 from jaxload._torchcodec import video_decoder_class
 
-_COUNT = struct.Struct("<I")
-# Any constant rate works: frames are addressed by index, timestamps are never compared.
+# One tick per frame: a fragment's decode time is the number of frames before it. Any
+# constant rate works: frames are addressed by index, never by timestamp.
 _TIME_BASE = Fraction(1, 30)
+_MUXER_OPTIONS = {
+    "fflags": "+bitexact",  # no library version strings: bytes depend only on the packets
+    "movflags": "frag_keyframe+empty_moov+default_base_moof",
+    "video_track_timescale": str(_TIME_BASE.denominator),
+}
+_BOX = struct.Struct(">I4s")
+_U32 = struct.Struct(">I")
 
 
-def pack_gop(packets: Sequence[bytes]) -> bytes:
-    """One GOP's packets as one record: count, sizes, then the packet bytes."""
-    sizes = np.asarray([len(p) for p in packets], dtype="<u4")
-    return _COUNT.pack(len(packets)) + sizes.tobytes() + b"".join(packets)
-
-
-def unpack_gop(record: bytes) -> list[bytes]:
-    """The packets of a GOP record, in decode (= presentation) order."""
-    (count,) = _COUNT.unpack_from(record)
-    sizes = np.frombuffer(record, dtype="<u4", count=count, offset=_COUNT.size)
-    ends = _COUNT.size + 4 * count + np.cumsum(sizes)
-    starts = ends - sizes
-    return [record[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
-
-
-def gop_num_frames(record: bytes) -> int:
-    """Frames in a GOP record (one packet per frame)."""
-    return _COUNT.unpack_from(record)[0]
-
-
-def mux_gops(gops: Sequence[bytes], codec: str, width: int, height: int) -> bytes:
-    """An mp4 holding the GOPs one after another, frame i at timestamp i."""
-    import av  # imported on first decode: `import jaxload` stays light
+def fragment_gop(
+    packets: Sequence[bytes], codec: str, width: int, height: int
+) -> tuple[bytes, bytes]:
+    """(init segment, fragment) holding one GOP's packets (Annex-B, keyframe first), muxed
+    by FFmpeg without re-encoding. The init segment is the same for every GOP of a stream
+    with the same codec, size and parameter sets."""
+    import av  # imported by the converter only: reading needs no PyAV
 
     buffer = io.BytesIO()
-    # bitexact: no library version strings, so the bytes depend only on the packets.
-    with av.open(buffer, "w", format="mp4", options={"fflags": "+bitexact"}) as out:
+    with av.open(buffer, "w", format="mp4", options=_MUXER_OPTIONS) as out:
         stream = out.add_stream(codec, rate=_TIME_BASE.denominator)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.time_base = _TIME_BASE
         if codec == "hevc":
             stream.codec_tag = "hvc1"
-        i = 0
-        for gop in gops:
-            for k, data in enumerate(unpack_gop(gop)):
-                packet = av.Packet(data)
-                packet.pts = packet.dts = i
-                packet.time_base = _TIME_BASE
-                packet.is_keyframe = k == 0
-                packet.stream = stream
-                out.mux(packet)
-                i += 1
-    return buffer.getvalue()
+        for k, data in enumerate(packets):
+            packet = av.Packet(data)
+            packet.pts = packet.dts = k
+            packet.duration = 1
+            packet.time_base = _TIME_BASE
+            packet.is_keyframe = k == 0
+            packet.stream = stream
+            out.mux(packet)
+    boxes = list(_boxes(buffer.getvalue()))
+    init = b"".join(box for kind, box in boxes if kind in (b"ftyp", b"moov"))
+    fragment = b"".join(box for kind, box in boxes if kind in (b"moof", b"mdat"))
+    if [kind for kind, _ in boxes if kind == b"moof"] != [b"moof"]:
+        raise ValueError(f"{len(packets)} packets did not mux into one fragment (one keyframe?)")
+    return init, fragment
+
+
+def gop_num_frames(fragment: bytes) -> int:
+    """Frames in a GOP record: the sample count of its fragment's track runs."""
+    return _fragment_fields(fragment)[2]
+
+
+def build_mp4(init: bytes, fragments: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """One mp4 of `fragments` after `init`, frames numbered 0.. in this order, and the
+    number of frames of each fragment.
+
+    Only each fragment's `tfdt` changes (its decode time: the frames before it); the rest
+    is concatenated as stored.
+    """
+    parts, counts, frames = [init], [], 0
+    for fragment in fragments:
+        tfdt, version, count = _fragment_fields(fragment)
+        moof_size = _U32.unpack_from(fragment)[0]
+        header = bytearray(fragment[:moof_size])
+        struct.pack_into(">Q" if version == 1 else ">I", header, tfdt + 12, frames)
+        parts += [header, memoryview(fragment)[moof_size:]]
+        counts.append(count)
+        frames += count
+    return b"".join(parts), counts
+
+
+def _boxes(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(type, bytes) of each top-level box of an mp4 written by FFmpeg."""
+    offset = 0
+    while offset < len(data):
+        size, kind = _BOX.unpack_from(data, offset)
+        if size < 8:  # 64-bit and to-end sizes: FFmpeg writes neither for these boxes
+            raise ValueError(f"unexpected mp4 box size {size} ({kind!r}) at byte {offset}")
+        yield kind, data[offset : offset + size]
+        offset += size
+
+
+def _fragment_fields(fragment: bytes) -> tuple[int, int, int]:
+    """(offset of the `tfdt` box, its version, frame count) of a fragment: a `moof` whose
+    `traf` holds a `tfdt` and track runs (`trun`), then its `mdat`."""
+    moof_size, kind = _BOX.unpack_from(fragment)
+    if kind != b"moof":
+        raise ValueError(f"not an mp4 fragment: starts with a {kind!r} box")
+    tfdt, count, offset = -1, 0, 8
+    while offset < moof_size:
+        size, kind = _BOX.unpack_from(fragment, offset)
+        if kind == b"traf":
+            child = offset + 8
+            while child < offset + size:
+                child_size, child_kind = _BOX.unpack_from(fragment, child)
+                if child_kind == b"tfdt":
+                    tfdt = child
+                elif child_kind == b"trun":
+                    count += _U32.unpack_from(fragment, child + 12)[0]
+                child += max(child_size, 8)
+        offset += max(size, 8)
+    if tfdt < 0:
+        raise ValueError("mp4 fragment without a decode time (tfdt)")
+    return tfdt, fragment[tfdt + 8], count
 
 
 @dataclasses.dataclass
 class EncodedFrames:
     """One camera's frames for a batch, still compressed.
 
-    `gops[g]` is a GOP record; the frame for sample b, window slot t is frame
-    `frame_index[b, t]` of GOP `gop_index[b, t]`. Small and picklable: Grain workers can
-    hand it to the training process to decode there (GPU).
+    `gops[g]` is a GOP record (an mp4 fragment) that decodes after the `init` segment; the
+    frame for sample b, window slot t is frame `frame_index[b, t]` of GOP `gop_index[b, t]`.
+    Small and picklable: Grain workers can hand it to the training process to decode there
+    (GPU).
     """
 
     codec: str
     width: int
     height: int
+    init: bytes
     gops: list[bytes]
     gop_index: np.ndarray
     frame_index: np.ndarray
@@ -117,12 +173,10 @@ class EncodedFrames:
     def decode(self, device: str = "cpu", *, as_torch: bool = False) -> Any:
         """(B, T, H, W, 3) uint8 frames, contiguous: numpy on "cpu" unless `as_torch`, else
         a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC)."""
-        VideoDecoder = video_decoder_class()
-
-        counts = np.asarray([gop_num_frames(g) for g in self.gops], dtype=np.int64)
-        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        decoder = VideoDecoder(
-            mux_gops(self.gops, self.codec, self.width, self.height),
+        mp4, counts = build_mp4(self.init, self.gops)
+        firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        decoder = video_decoder_class()(
+            mp4,
             seek_mode="exact",  # indexes the in-memory packets up front: cheap
             dimension_order="NHWC",
             device=device,
@@ -137,6 +191,7 @@ class EncodedFrames:
 
 
 def decode_gops(
+    init: bytes,
     gops: Sequence[bytes],
     frames: Sequence[Sequence[int]],
     codec: str,
@@ -152,7 +207,7 @@ def decode_gops(
     local = np.concatenate([np.asarray(f, dtype=np.int64) for f in frames])
     gop = np.repeat(np.arange(len(gops)), [len(f) for f in frames])
     encoded = EncodedFrames.from_slots(
-        list(gops), gop[None, :], local[None, :], codec=codec, width=width, height=height
+        list(gops), gop[None, :], local[None, :], init=init, codec=codec, width=width, height=height
     )
     decoded = encoded.decode()[0]
     return np.split(decoded, np.cumsum([len(f) for f in frames])[:-1])
