@@ -276,8 +276,8 @@ def _open(path: Any, **kw: Any) -> Any:
 
 
 # Cores one reader process keeps busy. Its threads decode outside the GIL but hold it for
-# ~30% of each batch at 96x128 (muxing, windows, collation; ~7% at 480x640), so threads
-# beyond ~3 per process mostly wait (benchmarks/profile_loader.py, benchmarks/RESULTS.md).
+# ~30% of each batch at 96x128 (reads, windows, building the mp4, collation; ~7% at
+# 480x640), so threads beyond ~3 per process mostly wait (benchmarks/profile_loader.py).
 CORES_PER_PROCESS = 3
 MAX_WORKERS = 8
 

@@ -1,0 +1,78 @@
+"""GOP records as mp4 fragments (jaxload/video.py): real x264 packets muxed by FFmpeg,
+decoded by torchcodec."""
+
+from __future__ import annotations
+
+import fractions
+import io
+
+import numpy as np
+import pytest
+
+from jaxload.video import build_mp4, decode_gops, fragment_gop, gop_num_frames
+
+av = pytest.importorskip("av")
+pytest.importorskip("torchcodec")
+
+GOP, H, W = 4, 48, 64
+
+
+def encode_gops(seed: int, num_gops: int) -> list[list[bytes]]:
+    """Annex-B packets of `num_gops` closed GOPs of GOP frames, no B-frames, SPS/PPS in-band."""
+    encoder = av.CodecContext.create("libx264", "w")
+    encoder.width, encoder.height, encoder.pix_fmt = W, H, "yuv420p"
+    encoder.time_base = fractions.Fraction(1, 10)
+    encoder.gop_size, encoder.max_b_frames = GOP, 0
+    encoder.options = {"x264-params": f"keyint={GOP}:min-keyint={GOP}:scenecut=0:bframes=0"}
+    rng = np.random.default_rng(seed)
+    packets = []
+    for i in range(GOP * num_gops):
+        image = np.full((H, W, 3), 30 * (i % 8) + 10, np.uint8)
+        image[: H // 2] = rng.integers(0, 255, size=3, dtype=np.uint8)
+        frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p")
+        frame.pts = i
+        packets += encoder.encode(frame)
+    packets += encoder.encode(None)
+    gops: list[list[bytes]] = []
+    for packet in packets:
+        if packet.is_keyframe:
+            gops.append([])
+        gops[-1].append(bytes(packet))
+    return gops
+
+
+def test_fragments_of_two_streams_decode_in_any_order_after_one_init():
+    a, b = encode_gops(0, 3), encode_gops(1, 2)
+    init_a, frags_a = zip(*(fragment_gop(g, "h264", W, H) for g in a))
+    init_b, frags_b = zip(*(fragment_gop(g, "h264", W, H) for g in b))
+    assert len(set(init_a)) == 1 and init_a[0] == init_b[0]  # same encoder settings
+    assert [gop_num_frames(f) for f in frags_a] == [GOP] * 3
+    alone = [decode_gops(init_a[0], [f], [range(GOP)], "h264", W, H)[0] for f in frags_a + frags_b]
+    # Out of order, from two streams, one fragment twice: each decodes as it does alone.
+    order = [4, 0, 2, 3, 0]
+    gops = [(frags_a + frags_b)[i] for i in order]
+    decoded = decode_gops(init_b[0], gops, [range(GOP), [3], [0, 2], [1], [3]], "h264", W, H)
+    np.testing.assert_array_equal(decoded[0], alone[4])
+    np.testing.assert_array_equal(decoded[1], alone[0][[3]])
+    np.testing.assert_array_equal(decoded[2], alone[2][[0, 2]])
+    np.testing.assert_array_equal(decoded[3], alone[3][[1]])
+    np.testing.assert_array_equal(decoded[4], alone[0][[3]])
+    assert not np.array_equal(alone[0], alone[3])  # the two streams' pictures differ
+
+
+def test_build_mp4_numbers_frames_consecutively():
+    (gop0, gop1) = encode_gops(2, 2)
+    init, frag0 = fragment_gop(gop0, "h264", W, H)
+    _, frag1 = fragment_gop(gop1, "h264", W, H)
+    mp4, counts = build_mp4(init, [frag1, frag0, frag1])
+    assert counts == [GOP, GOP, GOP]
+    with av.open(io.BytesIO(mp4)) as container:
+        pts = [p.pts for p in container.demux(video=0) if p.size]
+    assert pts == list(range(3 * GOP))
+    assert len(mp4) == len(init) + 2 * len(frag1) + len(frag0)  # only tfdt values change
+
+
+def test_not_a_fragment_is_refused():
+    init, _ = fragment_gop(encode_gops(3, 1)[0], "h264", W, H)
+    with pytest.raises(ValueError, match="not an mp4 fragment"):
+        build_mp4(init, [init])
