@@ -169,21 +169,34 @@ def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) ->
 
 
 class ConstantBatch:
-    """A Grain map returning the same ready-made batch for every index (picklable)."""
+    """A Grain map returning the same batch for every index (picklable): arrays of 64 KiB
+    or more are copied into a shared-memory slot first, as the loader's workers build
+    camera arrays."""
 
     def __init__(self, batch: dict[str, np.ndarray]):
         self.batch = batch
 
-    def __call__(self, _: int) -> dict[str, np.ndarray]:
-        return self.batch
+    def __call__(self, _: int) -> dict[str, Any]:
+        from jaxload import shared_batch
+        from jaxload.loader import MIN_SHM_BYTES
+
+        out: dict[str, Any] = {}
+        for key, value in self.batch.items():
+            if value.nbytes >= MIN_SHM_BYTES:
+                array, out[key] = shared_batch.worker_pool().array(value.shape, value.dtype)
+                array[...] = value
+            else:
+                out[key] = value
+        return out
 
 
 def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> dict:
-    """Batches/s that Grain's mp_prefetch moves to this process (plain views) with no other work."""
+    """Batches/s that Grain's mp_prefetch moves to this process (plain views) with no other
+    work: the loader's transport (shared-memory slots for the large arrays)."""
     import grain
 
     from jaxload.bench import measure_iterator
-    from jaxload.loader import MIN_SHM_BYTES, PlainArrays
+    from jaxload.loader import MIN_SHM_BYTES, OpenSlots
 
     def make() -> Iterator[Any]:
         ds = grain.MapDataset.range(10**9).map(ConstantBatch(batch))
@@ -194,7 +207,7 @@ def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> 
             .mp_prefetch(
                 grain.MultiprocessingOptions(num_workers=num_workers, per_worker_buffer_size=2)
             )
-            .map(PlainArrays())
+            .map(OpenSlots())
         )
         return iter(it)
 

@@ -5,9 +5,9 @@ Pipeline (one element = this host's part of one global batch)::
     MapDataset.range(batches left)            batch number k, relative to the restored position
       .map(ReadBatch)                         positions -> samples + video decoded into one dict
       .to_iter_dataset(ReadOptions)           read threads in each worker
-    SharedMemoryOutput                        workers build camera arrays in shared memory
+    SharedMemoryOutput                        workers build camera arrays in reused shared memory
       .mp_prefetch(MultiprocessingOptions)    worker processes, deterministic round robin
-      .map(PlainArrays)                       zero-copy views of those arrays
+      .map(OpenSlots)                         zero-copy views of those arrays
       .map(ToGlobalArrays)                    numpy -> global jax.Array (only with `sharding`);
                                               decode_device="cuda": each device decodes its rows
       ThreadPrefetchIterDataset               background thread: the trainer never waits on Python
@@ -62,9 +62,9 @@ class ReadBatch(grain.transforms.Map):
     """Batch number -> this host's rows of that global batch, collated (runs in workers).
 
     A camera's batch array is torchcodec's output itself, frames already in (sample, slot)
-    order. In a Grain worker it is copied once into shared memory
-    (`enable_shared_memory_output`, called by Grain), which reaches the training process
-    without another copy.
+    order. In a Grain worker (`enable_shared_memory_output`, called by Grain) it is copied
+    once into one of the worker's reused shared-memory slots, which reaches the training
+    process without another copy (`jaxload.shared_batch`).
     """
 
     def __init__(
@@ -90,6 +90,23 @@ class ReadBatch(grain.transforms.Map):
         return self.start + int(k) * self.global_batch_size + self.rows
 
     def map(self, k: int) -> Batch:
+        if not self.output_to_shared_memory:
+            return self._read(k, None)
+        slots: dict[int, tuple[np.ndarray, shared_batch.SlotRef]] = {}  # arrays in slots
+        try:
+            batch = self._read(k, slots)
+            # What leaves the worker is a reference to the slot, not the array; slots whose
+            # array is not in the batch (replaced by the batch transform) are given back.
+            for key, value in batch.items():
+                made = slots.pop(id(value), None)
+                if made is not None and made[0] is value:
+                    batch[key] = made[1]
+            return batch
+        finally:
+            for _, ref in slots.values():
+                shared_batch.worker_pool().release(ref)
+
+    def _read(self, k: int, slots: dict | None) -> Batch:
         dataset_ids, ds_positions = self.stream.locate(self.positions(k))
         n = len(dataset_ids)
         samples: list[dict | None] = [None] * n
@@ -106,7 +123,7 @@ class ReadBatch(grain.transforms.Map):
             for i, sample in zip(where, got, strict=True):
                 samples[i] = sample
         decoded = {
-            cam: self._decode(cam, parts, n)
+            cam: self._decode(cam, parts, n, slots)
             for cam, parts in videos.items()
             if cam not in self.encoded
         }
@@ -116,25 +133,31 @@ class ReadBatch(grain.transforms.Map):
         return self.batch_transform(batch) if self.batch_transform else batch
 
     def _decode(
-        self, cam: str, parts: list[tuple[np.ndarray, EncodedFrames]], n: int
+        self,
+        cam: str,
+        parts: list[tuple[np.ndarray, EncodedFrames]],
+        n: int,
+        slots: dict | None,
     ) -> np.ndarray:
-        """The camera's (n, *shape) array; rows no part covers hold the field's fill value."""
+        """The camera's (n, *shape) array; rows no part covers hold the field's fill value.
+
+        In a worker (`slots` given) it is built in a shared-memory slot, recorded in
+        `slots`."""
         field = self.schema.fields[cam]
         one_dataset = len(parts) == 1 and len(parts[0][0]) == n  # every row, in order
-        if one_dataset and not self.output_to_shared_memory:
+        if slots is None and one_dataset:
             return parts[0][1].decode().reshape(n, *field.shape)  # torchcodec's output as is
-        out = self._empty((n, *field.shape), field.dtype)
+        if slots is None:
+            out = np.empty((n, *field.shape), field.dtype)
+        else:
+            out, ref = shared_batch.worker_pool().array((n, *field.shape), field.dtype)
+            slots[id(out)] = (out, ref)
         covered = np.zeros(n, bool)
         for where, video in parts:
             out[where] = video.decode().reshape(len(where), *field.shape)
             covered[where] = True
         out[~covered] = field.fill
         return out
-
-    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        if self.output_to_shared_memory:
-            return shared_batch.empty(shape, dtype)
-        return np.empty(shape, dtype)
 
 
 class SharedMemoryOutput(grain.IterDataset):
@@ -156,15 +179,23 @@ class SharedMemoryOutput(grain.IterDataset):
         self.read_batch.output_to_shared_memory = True
 
 
-class PlainArrays(grain.transforms.Map):
-    """Shared-memory arrays from the workers as plain ndarray views (no copy).
+class OpenSlots(grain.transforms.Map):
+    """Batches from the workers as plain ndarrays, without copies: camera arrays from their
+    shared-memory slots (`jaxload.shared_batch`), other large arrays from Grain's
+    shared memory (Grain unlinks those once the last view is gone)."""
 
-    Each view keeps its segment alive; Grain unlinks the segment when the last view is
-    garbage collected.
-    """
+    def __init__(self) -> None:
+        self.opener = shared_batch.SlotOpener()
 
     def map(self, batch: Batch) -> Batch:
-        return {k: v.view(np.ndarray) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
+        out = {}
+        for key, value in batch.items():
+            if isinstance(value, shared_batch.SlotRef):
+                value = self.opener.open(value)
+            elif isinstance(value, np.ndarray):
+                value = value.view(np.ndarray)
+            out[key] = value
+        return out
 
 
 class ToGlobalArrays(grain.transforms.Map):
@@ -496,7 +527,7 @@ class Loader:
                         num_workers=o.num_workers, per_worker_buffer_size=o.worker_buffer_size
                     )
                 )
-                .map(PlainArrays())
+                .map(OpenSlots())
             )
         if self.sharding is not None:
             shapes = {k: self.schema.fields[k].shape for k in self.encoded}

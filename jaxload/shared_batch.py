@@ -1,73 +1,151 @@
-"""Batch arrays that a Grain worker builds in shared memory, and their cleanup.
+"""Batch arrays that Grain workers build in reused shared memory ("slots").
 
-Decoding straight into a `SharedMemoryArray` lets a camera array reach the training
-process without the copy Grain otherwise makes when it moves a batch out of a worker:
-Grain sends such an array by name (it reads the array's `metadata`), and the receiving
-process unlinks the segment when done with it. Until then the worker owns the segment,
-and segments of batches it built but never sent (its read-ahead buffer when the loader
-closes, a batch that failed half-way) would stay in /dev/shm until the interpreter exits.
-So an array made here counts as sent once Grain reads its `metadata`; an unsent one is
-unlinked when it is garbage collected, and any left when the process exits are unlinked
-then.
+A batch's camera arrays are most of what a worker sends to the training process (85 MB
+per batch of 32 at 480x640). In a fresh /dev/shm segment every page is allocated and
+zeroed on first touch: writing 56 MB took 40 ms into a new segment and 3 ms into memory
+already mapped (docs/LOADER.md). So each worker process keeps a pool of segments and
+reuses them:
+
+* worker: `SlotPool.array(shape, dtype)` returns an array in a free slot and the
+  `SlotRef` (name, shape, dtype) that travels in its place, pickled by Grain (a few bytes);
+  a slot's first byte says whether it is free.
+* training process: `SlotOpener.open(ref)` maps the segment the first time it sees it
+  (and unlinks its name at once: the two mappings keep the memory alive, and nothing is
+  left in /dev/shm, even if a worker is killed) and returns a view. When the last view of
+  that array is gone (jax arrays made from it included: they keep their numpy base
+  alive), the slot is marked free and its worker writes the next batch there.
+
+A slot is therefore never written while anything in the training process can still read
+it. Arrays in slots a worker made but did not send (its batch transform replaced them, or
+the batch failed) go back to its pool at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import mmap
 import multiprocessing.util
+import os
 import threading
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
+from typing import Any
 
-import grain
 import numpy as np
 
-_lock = threading.Lock()
-_unsent: dict[str, shared_memory.SharedMemory] = {}  # segment name -> segment
-_exit_cleanup_registered = False
+SHM_DIR = "/dev/shm"  # where POSIX shared memory lives on Linux
+HEADER = 64  # bytes before the array: byte 0 is the slot's state; keeps the data aligned
+FREE, IN_USE = 0, 1
 
 
-class WorkerArray(grain.multiprocessing.SharedMemoryArray):
-    """A SharedMemoryArray that unlinks its segment unless it was handed to Grain."""
+@dataclasses.dataclass(frozen=True)
+class SlotRef:
+    """What crosses from a worker to the training process instead of a slot's array."""
 
-    @property
-    def metadata(self) -> grain.multiprocessing.SharedMemoryArrayMetadata:
-        with _lock:
-            _unsent.pop(self.shm.name, None)  # Grain is sending it: the receiver unlinks
-        return super().metadata
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class SlotPool:
+    """A worker process's shared-memory segments, reused once the trainer drops a batch."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._slots: dict[int, list[shared_memory.SharedMemory]] = {}  # by array bytes
+        self._closed = False  # set by unlink_all: the process is exiting
+
+    def array(self, shape: tuple[int, ...], dtype: Any) -> tuple[np.ndarray, SlotRef]:
+        """An uninitialised array in a free slot (a new one if none is free)."""
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        with self._lock:
+            same_size = self._slots.setdefault(nbytes, [])
+            slot = next((s for s in same_size if s.buf[0] == FREE), None)
+            if slot is None:
+                slot = shared_memory.SharedMemory(create=True, size=HEADER + max(nbytes, 1))
+                if self._closed:  # a read thread still running at exit: leave no name behind
+                    slot.unlink()
+                else:
+                    same_size.append(slot)
+            slot.buf[0] = IN_USE
+        array = np.ndarray(shape, dtype, buffer=slot.buf, offset=HEADER)
+        return array, SlotRef(slot.name, tuple(shape), dtype.str)
+
+    def release(self, ref: SlotRef) -> None:
+        """Gives back a slot whose array was not sent."""
+        with self._lock:
+            for slot in self._slots.get(math.prod(ref.shape) * np.dtype(ref.dtype).itemsize, []):
+                if slot.name == ref.name:
+                    slot.buf[0] = FREE
+
+    def unlink_all(self) -> int:
+        """Removes every segment's name (the training process may hold some: their memory
+        lives on until it drops them); returns how many."""
+        with self._lock:
+            slots = [s for same_size in self._slots.values() for s in same_size]
+            self._slots.clear()
+            self._closed = True
+        for slot in slots:
+            with contextlib.suppress(FileNotFoundError):  # the trainer unlinked it already
+                slot.unlink()
+        return len(slots)
+
+
+_pool: SlotPool | None = None
+_pool_lock = threading.Lock()
+
+
+def worker_pool() -> SlotPool:
+    """This process's pool; its segments are unlinked when the process exits."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = SlotPool()
+            # multiprocessing runs this when a process exits, worker processes included.
+            multiprocessing.util.Finalize(None, _pool.unlink_all, exitpriority=100)
+        return _pool
+
+
+class _Held(np.ndarray):
+    """The training process's array over a slot: frees the slot when it is deallocated.
+
+    Callers only ever see plain-ndarray views of it, which keep it alive."""
 
     def __del__(self) -> None:
-        if isinstance(self.base, mmap.mmap):  # the array owning the mapping, not a view
-            with _lock:
-                unsent = _unsent.pop(self.shm.name, None)
-            if unsent is not None:
-                _unlink(unsent)
-        super().__del__()
+        mapping = getattr(self, "_mapping", None)
+        if mapping is not None and not mapping.closed:
+            mapping[0] = 0  # FREE (a literal: module globals may be gone at interpreter exit)
 
 
-def empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """An uninitialised array in a new shared-memory segment (see the module docstring)."""
-    global _exit_cleanup_registered
-    array = WorkerArray(shape, dtype)
-    with _lock:
-        if not _exit_cleanup_registered:
-            # multiprocessing runs these when a process exits, worker processes included.
-            multiprocessing.util.Finalize(None, unlink_unsent, exitpriority=100)
-            _exit_cleanup_registered = True
-        _unsent[array.shm.name] = array.shm
-    return array
+class SlotOpener:
+    """Opens slot references in the training process (one per pipeline).
 
+    Segments are mapped with `mmap` over /dev/shm (Linux, as Grain's workers): an array
+    over an mmap keeps the mapping alive, and it is unmapped when the last array goes.
+    """
 
-def unlink_unsent() -> int:
-    """Unlinks every segment from `empty` not handed to Grain; returns how many."""
-    with _lock:
-        segments = list(_unsent.values())
-        _unsent.clear()
-    for segment in segments:
-        _unlink(segment)
-    return len(segments)
+    def __init__(self) -> None:
+        self._mapped: dict[str, mmap.mmap] = {}
 
+    def open(self, ref: SlotRef) -> np.ndarray:
+        """A view of the slot's array; the slot is freed when no view is left."""
+        mapping = self._mapped.get(ref.name)
+        if mapping is None:
+            path = os.path.join(SHM_DIR, ref.name)
+            fd = os.open(path, os.O_RDWR)
+            try:
+                mapping = mmap.mmap(fd, 0)
+            finally:
+                os.close(fd)
+            os.unlink(path)  # both processes keep it mapped: the name is not needed
+            # Workers share this process's resource tracker: it would unlink it again at exit.
+            resource_tracker.unregister(f"/{ref.name}", "shared_memory")
+            self._mapped[ref.name] = mapping
+        held = _Held(ref.shape, np.dtype(ref.dtype), buffer=mapping, offset=HEADER)
+        held._mapping = mapping
+        return held.view(np.ndarray)
 
-def _unlink(segment: shared_memory.SharedMemory) -> None:
-    with contextlib.suppress(FileNotFoundError):  # its receiver got there first
-        segment.unlink()
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_mapped": {}}  # mappings belong to this process

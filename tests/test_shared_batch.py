@@ -1,52 +1,68 @@
-"""Shared-memory batch arrays built by workers: a segment is unlinked unless Grain sent it."""
+"""Shared-memory slots (jaxload.shared_batch): a worker's pool and the training process's
+views, both in this process here (the loader tests run them across real workers)."""
 
+import gc
 import os
-import time
 
 import numpy as np
-from grain._src.python.ipc import shared_memory_array as grain_shm
 
 from jaxload import shared_batch
 
 
 def _exists(name: str) -> bool:
-    return os.path.exists(f"/dev/shm/{name}")
+    return os.path.exists(os.path.join(shared_batch.SHM_DIR, name))
 
 
-def _gone_soon(name: str, timeout_s: float = 10.0) -> bool:
-    """Grain may unlink on a background thread (once a loader has enabled it)."""
-    deadline = time.monotonic() + timeout_s
-    while _exists(name) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not _exists(name)
+def test_a_slot_is_reused_only_after_the_trainer_drops_every_view():
+    pool, opener = shared_batch.SlotPool(), shared_batch.SlotOpener()
+    try:
+        array, ref = pool.array((4, 8, 3), np.uint8)
+        array[:] = 7
+        view = opener.open(ref)
+        assert not _exists(ref.name)  # unlinked once mapped on both sides
+        row = view[1]  # views of the view keep the slot too
+        del view
+        gc.collect()
+        _, busy = pool.array((4, 8, 3), np.uint8)
+        assert busy.name != ref.name and (row == 7).all()
+        del row
+        gc.collect()
+        again, reused = pool.array((4, 8, 3), np.uint8)
+        assert reused.name == ref.name and again[0, 0, 0] == 7  # same memory, not zeroed
+    finally:
+        pool.unlink_all()
 
 
-def test_an_array_grain_never_sent_is_unlinked_when_dropped():
-    array = shared_batch.empty((4, 8, 3), np.uint8)
-    name = array.shm.name
-    view = array.reshape(-1)  # a view does not release the segment
-    del array
-    assert _exists(name)
-    del view
-    assert not _exists(name)
+def test_a_slot_is_never_handed_out_twice_while_the_worker_holds_it():
+    pool = shared_batch.SlotPool()
+    try:
+        refs = [pool.array((16,), np.float32)[1] for _ in range(3)]
+        assert len({r.name for r in refs}) == 3
+        pool.release(refs[1])  # the worker did not send it
+        _, again = pool.array((16,), np.float32)
+        assert again.name == refs[1].name
+    finally:
+        pool.unlink_all()
 
 
-def test_an_array_grain_sent_is_left_to_its_receiver():
-    array = shared_batch.empty((16,), np.float32)
-    array[:] = np.arange(16)
-    # What a Grain worker does with an element: send the metadata, drop the array.
-    sent = grain_shm.copy_to_shm({"x": array})["x"]
-    del array
-    assert _exists(sent.name)
-    received = grain_shm.open_from_shm({"x": sent})["x"]  # the training process
-    assert np.array_equal(received, np.arange(16))
-    del received  # the receiver unlinks
-    assert _gone_soon(sent.name)
+def test_the_trainer_reads_what_the_worker_wrote_in_a_reused_slot():
+    pool, opener = shared_batch.SlotPool(), shared_batch.SlotOpener()
+    try:
+        for value in range(3):
+            array, ref = pool.array((2, 5), np.int64)
+            array[:] = value
+            received = opener.open(ref)
+            assert received.dtype == np.int64 and (received == value).all()
+            assert type(received) is np.ndarray
+            del received, array
+            gc.collect()
+    finally:
+        pool.unlink_all()
 
 
-def test_segments_left_at_exit_are_unlinked():
-    kept = [shared_batch.empty((10,), np.uint8) for _ in range(3)]
-    names = [a.shm.name for a in kept]
-    assert shared_batch.unlink_unsent() >= 3  # what the exit handler runs
+def test_segments_never_opened_are_unlinked_at_exit():
+    pool = shared_batch.SlotPool()
+    names = [pool.array((10,), np.uint8)[1].name for _ in range(3)]
+    assert all(_exists(n) for n in names)
+    assert pool.unlink_all() == 3  # what the exit handler runs
     assert not any(_exists(n) for n in names)
-    del kept  # dropping them afterwards is harmless
