@@ -11,6 +11,7 @@ NVDEC on a GPU) and hands them to JAX through DLPack without a host copy.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,28 +24,13 @@ def merge_encoded(parts: Sequence[tuple[np.ndarray, EncodedFrames]], n: int) -> 
     """One camera's frames for n batch rows from per-dataset parts (rows, frames of those rows)."""
     if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(n)):
         return parts[0][1]
-    first = parts[0][1]
-    for _, video in parts[1:]:
-        if (video.codec, video.width, video.height) != (first.codec, first.width, first.height):
-            raise ValueError(
-                "decode in the training process needs one codec and size per camera across a "
-                f"mixture: {first.codec} {first.width}x{first.height} vs "
-                f"{video.codec} {video.width}x{video.height}"
-            )
-    gops, gop_index, frame_index, offset = [], [], [], 0
-    for _, video in parts:
-        gops += video.gops
-        gop_index.append(video.gop_index + offset)
-        frame_index.append(video.frame_index)
-        offset += len(video.gops)
-    merged = EncodedFrames(
-        codec=first.codec,
-        init=first.init,  # GOPs carry their parameter sets: one init serves the camera
-        width=first.width,
-        height=first.height,
-        gops=gops,
-        gop_index=np.concatenate(gop_index),
-        frame_index=np.concatenate(frame_index),
+    videos = [video for _, video in parts]
+    merged = EncodedFrames.concat(videos)  # one init serves the camera: GOPs carry their SPS
+    slots = videos[0].gop_index.shape[1:]  # the same window in every part
+    merged = dataclasses.replace(
+        merged,
+        gop_index=merged.gop_index.reshape(-1, *slots),
+        frame_index=merged.frame_index.reshape(-1, *slots),
     )
     order = np.empty(n, np.int64)  # batch row -> row of the concatenation
     order[np.concatenate([rows for rows, _ in parts])] = np.arange(n)

@@ -38,7 +38,7 @@ from jaxload.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.schema import BatchSchema, rename_key
 from jaxload.state import LoaderState, check_compatible, stream_fingerprint
 from jaxload.stream import SampleStream
-from jaxload.video import EncodedFrames
+from jaxload.video import EncodedFrames, decode_all
 
 Batch = dict[str, Any]
 # Where video can be decoded: "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any
@@ -122,39 +122,45 @@ class ReadBatch(grain.transforms.Map):
                 got = read_samples(self.datasets[d], ds_positions[where])
             for i, sample in zip(where, got, strict=True):
                 samples[i] = sample
-        decoded = {
-            cam: self._decode(cam, parts, n, slots)
+        to_decode = [
+            (cam, where, video)
             for cam, parts in videos.items()
             if cam not in self.encoded
-        }
+            for where, video in parts
+        ]
+        frames: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        for (cam, where, _), part in zip(to_decode, decode_all([v for *_, v in to_decode])):
+            frames.setdefault(cam, []).append((where, part))
+        decoded = {cam: self._assemble(cam, parts, n, slots) for cam, parts in frames.items()}
         batch = self.schema.collate(samples, dataset_ids, exclude=self.encoded, arrays=decoded)
         for cam in self.encoded:
             batch[cam] = merge_encoded(videos[cam], n)
         return self.batch_transform(batch) if self.batch_transform else batch
 
-    def _decode(
+    def _assemble(
         self,
         cam: str,
-        parts: list[tuple[np.ndarray, EncodedFrames]],
+        parts: list[tuple[np.ndarray, np.ndarray]],
         n: int,
         slots: dict | None,
     ) -> np.ndarray:
-        """The camera's (n, *shape) array; rows no part covers hold the field's fill value.
+        """The camera's (n, *shape) array from its decoded parts (rows, frames); rows no
+        part covers hold the field's fill value.
 
         In a worker (`slots` given) it is built in a shared-memory slot, recorded in
         `slots`."""
         field = self.schema.fields[cam]
         one_dataset = len(parts) == 1 and len(parts[0][0]) == n  # every row, in order
         if slots is None and one_dataset:
-            return parts[0][1].decode().reshape(n, *field.shape)  # torchcodec's output as is
+            return parts[0][1].reshape(n, *field.shape)  # torchcodec's output as is
         if slots is None:
             out = np.empty((n, *field.shape), field.dtype)
         else:
             out, ref = shared_batch.worker_pool().array((n, *field.shape), field.dtype)
             slots[id(out)] = (out, ref)
         covered = np.zeros(n, bool)
-        for where, video in parts:
-            out[where] = video.decode().reshape(len(where), *field.shape)
+        for where, part in parts:
+            out[where] = part.reshape(len(where), *field.shape)
             covered[where] = True
         out[~covered] = field.fill
         return out

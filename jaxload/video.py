@@ -159,6 +159,30 @@ class EncodedFrames:
             **stream,
         )
 
+    @classmethod
+    def concat(cls, parts: Sequence[EncodedFrames]) -> EncodedFrames:
+        """The frames of every part, flattened in order into one (N,) index (their GOPs
+        kept apart, the first part's init segment). Parts must share codec and size."""
+        first = parts[0]
+        gops: list[bytes] = []
+        gop_index, frame_index = [], []
+        for part in parts:
+            if (part.codec, part.width, part.height) != (first.codec, first.width, first.height):
+                raise ValueError(
+                    "frames decoded together need one codec and size: "
+                    f"{first.codec} {first.width}x{first.height} vs "
+                    f"{part.codec} {part.width}x{part.height}"
+                )
+            gop_index.append(part.gop_index.reshape(-1) + len(gops))
+            frame_index.append(part.frame_index.reshape(-1))
+            gops += part.gops
+        return dataclasses.replace(
+            first,
+            gops=gops,
+            gop_index=np.concatenate(gop_index),
+            frame_index=np.concatenate(frame_index),
+        )
+
     def select(self, rows: np.ndarray | slice) -> EncodedFrames:
         """The frames of samples `rows` only (e.g. the rows one device holds)."""
         gop_index, frame_index = self.gop_index[rows], self.frame_index[rows]
@@ -188,6 +212,29 @@ class EncodedFrames:
         frames = decoder.get_frames_at(indices=indices.tolist()).data
         frames = frames.reshape(*self.gop_index.shape, self.height, self.width, 3)
         return frames if as_torch or frames.device.type != "cpu" else frames.numpy()
+
+
+def decode_all(videos: Sequence[EncodedFrames]) -> list[np.ndarray]:
+    """Each video's (B, T, H, W, 3) frames on the CPU, with one decoder per codec and
+    frame size: cameras of the same size share one (any camera's GOPs decode after any
+    init segment of that codec and size, their parameter sets being in-band). A decoder
+    costs ~1.7 ms at 96x128, 7% of a batch of 32 there."""
+    out: list[np.ndarray | None] = [None] * len(videos)
+    groups: dict[tuple[str, int, int], list[int]] = {}
+    for i, video in enumerate(videos):
+        groups.setdefault((video.codec, video.width, video.height), []).append(i)
+    for members in groups.values():
+        parts = [videos[i] for i in members]
+        frames = EncodedFrames.concat(parts).decode() if len(parts) > 1 else None
+        start = 0
+        for i, part in zip(members, parts):
+            if frames is None:
+                out[i] = part.decode()
+                continue
+            size = part.gop_index.size
+            out[i] = frames[start : start + size].reshape(*part.gop_index.shape, *frames.shape[1:])
+            start += size
+    return out  # type: ignore[return-value]
 
 
 def decode_gops(

@@ -9,7 +9,14 @@ import io
 import numpy as np
 import pytest
 
-from jaxload.video import build_mp4, decode_gops, fragment_gop, gop_num_frames
+from jaxload.video import (
+    EncodedFrames,
+    build_mp4,
+    decode_all,
+    decode_gops,
+    fragment_gop,
+    gop_num_frames,
+)
 
 av = pytest.importorskip("av")
 pytest.importorskip("torchcodec")
@@ -17,17 +24,17 @@ pytest.importorskip("torchcodec")
 GOP, H, W = 4, 48, 64
 
 
-def encode_gops(seed: int, num_gops: int) -> list[list[bytes]]:
+def encode_gops(seed: int, num_gops: int, width: int = W) -> list[list[bytes]]:
     """Annex-B packets of `num_gops` closed GOPs of GOP frames, no B-frames, SPS/PPS in-band."""
     encoder = av.CodecContext.create("libx264", "w")
-    encoder.width, encoder.height, encoder.pix_fmt = W, H, "yuv420p"
+    encoder.width, encoder.height, encoder.pix_fmt = width, H, "yuv420p"
     encoder.time_base = fractions.Fraction(1, 10)
     encoder.gop_size, encoder.max_b_frames = GOP, 0
     encoder.options = {"x264-params": f"keyint={GOP}:min-keyint={GOP}:scenecut=0:bframes=0"}
     rng = np.random.default_rng(seed)
     packets = []
     for i in range(GOP * num_gops):
-        image = np.full((H, W, 3), 30 * (i % 8) + 10, np.uint8)
+        image = np.full((H, width, 3), 30 * (i % 8) + 10, np.uint8)
         image[: H // 2] = rng.integers(0, 255, size=3, dtype=np.uint8)
         frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p")
         frame.pts = i
@@ -76,3 +83,39 @@ def test_not_a_fragment_is_refused():
     init, _ = fragment_gop(encode_gops(3, 1)[0], "h264", W, H)
     with pytest.raises(ValueError, match="not an mp4 fragment"):
         build_mp4(init, [init])
+
+
+def test_decode_all_shares_a_decoder_between_same_size_cameras_only():
+    def camera(seed: int, width: int, rows: list[list[int]]) -> EncodedFrames:
+        gops = encode_gops(seed, 2, width)
+        init, fragments = zip(*(fragment_gop(g, "h264", width, H) for g in gops))
+        slots = np.asarray(rows) // GOP
+        return EncodedFrames.from_slots(
+            list(fragments),
+            slots,
+            np.asarray(rows) % GOP,
+            init=init[0],
+            codec="h264",
+            width=width,
+            height=H,
+        )
+
+    a = camera(4, W, [[1, 5], [7, 0], [3, 3]])  # 3 samples, 2 frames each
+    b = camera(5, W, [[6], [2], [0]])  # same size: decoded with a
+    c = camera(6, 2 * W, [[4], [1], [5]])  # another size: its own decoder
+    calls = []
+    real = EncodedFrames.decode
+
+    def counting(self, *args, **kwargs):
+        calls.append(len(self.gops))
+        return real(self, *args, **kwargs)
+
+    EncodedFrames.decode = counting
+    try:
+        together = decode_all([a, b, c])
+    finally:
+        EncodedFrames.decode = real
+    assert len(calls) == 2  # one decoder for a + b, one for c
+    for video, frames in zip([a, b, c], together):
+        np.testing.assert_array_equal(frames, video.decode())
+        assert frames.shape == (*video.gop_index.shape, H, video.width, 3)
