@@ -62,9 +62,9 @@ __all__ = [
     "parse_episodes",
 ]
 
-# Decode time vs size (benchmarks/RESULTS.md, GOP tables): 8 -> 4 reads batches 17-26%
-# faster at 96x128 for 23% more bytes (9% faster for 51% more at 480x640); 4 -> 2 costs
-# 40-64% more bytes for 0-16%.
+# Decode time vs size (benchmarks/RESULTS.md, GOP tables): 8 -> 4 makes batched reads 14%
+# cheaper per sample at 96x128 for 23% more bytes (12% for 51% more at 480x640); 4 -> 2
+# costs 41-64% more bytes for 4-14%.
 DEFAULT_GOP = 4
 DEFAULT_CRF = 14  # lowest PSNR >= 38 dB vs the AV1 source on the fixtures (docs/FORMAT.md)
 # x264 tune: random frames decode 2.3x faster than with none, for 19% more bytes (docs/FORMAT.md)

@@ -1,5 +1,6 @@
 """Converts one source episode: its tabular rows into frame blocks, each camera's frames
-into an mp4 init segment and self-contained GOP fragments (transcoded, or copied from an h264/hevc source).
+into an mp4 init segment and self-contained GOP fragments (transcoded, or copied from an
+h264/hevc source).
 
 This is the per-episode work every engine runs; it depends only on the episode and the
 options, never on which process or machine runs it.

@@ -3,8 +3,8 @@
 A part is an ArrayRecord file holding the unit's records exactly as they will sit in a
 shard (per episode: frame blocks, then each camera's init segment and GOPs, cameras
 sorted); the `UnitResult` carries what the metadata needs (lengths, tasks, record counts,
-segment tables, fidelity). Parts are assembled into shards in episode order once every unit is
-done, so the output does not depend on which worker ran which unit, or when.
+segment tables, fidelity). Parts are assembled into shards in episode order once every
+unit is done, so the output does not depend on which worker ran which unit, or when.
 
 This runs in worker processes (the local pool) or Ray tasks, never touching the job's
 recorded state: only the process holding the lock records results.

@@ -43,11 +43,13 @@ class EncodeOptions:
 class EncodedStream:
     """One episode's stream of one camera: an mp4 init segment and one fragment per GOP."""
 
-    init: bytes
-    segments: list[bytes]
-    segment_starts: list[int]  # frame index (within the episode) of each segment's first frame
-    psnr: np.ndarray  # per-frame PSNR (dB) of the stored stream against the source decode
     codec: str
+    init: bytes = b""  # the first GOP's (every GOP of the stream has the same one)
+    segments: list[bytes] = dataclasses.field(default_factory=list)
+    # frame index (within the episode) of each segment's first frame
+    segment_starts: list[int] = dataclasses.field(default_factory=list)
+    # per-frame PSNR (dB) of the stored stream against the source decode
+    psnr: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
     @property
     def records(self) -> list[bytes]:
@@ -105,7 +107,7 @@ def transcode(
     Memory stays bounded by the encoder's lookahead: each GOP is checked against its
     source frames as soon as it is complete, then both are dropped.
     """
-    stream = EncodedStream(b"", [], [], np.zeros(0), options.codec)
+    stream = EncodedStream(options.codec)
     reference: collections.deque[np.ndarray] = collections.deque()
     psnrs: list[float] = []
     open_gop: list[av.Packet] = []
@@ -173,7 +175,7 @@ def copy_stream(
         _check_no_reordering(packets, path, episode)
         gops = _split_gops(_to_annexb(packets, stream))
         size = (codec, stream.codec_context.width, stream.codec_context.height)
-        encoded = EncodedStream(b"", [], [], np.zeros(0), codec)
+        encoded = EncodedStream(codec)
         for gop in gops:
             encoded.add_gop([bytes(p) for p in gop], *size[1:])
     if sum(len(g) for g in gops) != num_frames:

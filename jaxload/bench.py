@@ -820,8 +820,9 @@ def run_bench(
     that a change of load on a shared machine hits both; each figure reported is the median
     over the rounds (every round's samples/s is kept in `details["rounds"]`). With `isolate`
     each measurement runs in its own fresh process, one after another. The decode limit
-    replays the samples of the first jaxload round, once per round; the fastest is kept. `with_defaults` adds, each round, jaxload
-    with the worker and thread counts it picks itself for this machine.
+    replays the samples of the first jaxload round, once per round; the fastest is kept.
+    `with_defaults` adds, each round, jaxload with the worker and thread counts it picks
+    itself for this machine.
 
     Example:
         >>> report = run_bench("out/ds", lerobot_source="lerobot/ds", num_workers=2)

@@ -92,14 +92,15 @@ class ReadBatch(grain.transforms.Map):
     def map(self, k: int) -> Batch:
         if not self.output_to_shared_memory:
             return self._read(k, None)
-        slots: dict[int, tuple[np.ndarray, shared_batch.SlotRef]] = {}  # arrays in slots
+        # id -> (array, its slot); holding the arrays keeps their ids unique meanwhile
+        slots: dict[int, tuple[np.ndarray, shared_batch.SlotRef]] = {}
         try:
             batch = self._read(k, slots)
             # What leaves the worker is a reference to the slot, not the array; slots whose
             # array is not in the batch (replaced by the batch transform) are given back.
             for key, value in batch.items():
                 made = slots.pop(id(value), None)
-                if made is not None and made[0] is value:
+                if made is not None:
                     batch[key] = made[1]
             return batch
         finally:
@@ -170,8 +171,8 @@ class SharedMemoryOutput(grain.IterDataset):
     """Passes its parent through; tells ReadBatch to build batches in shared memory.
 
     Grain calls `enable_shared_memory_output` on the dataset given to `mp_prefetch` in the
-    workers; arrays that are already `SharedMemoryArray`s then cross to the training
-    process as a name, not copied.
+    workers; ReadBatch then builds camera arrays in shared-memory slots and sends their
+    references (`jaxload.shared_batch`), which `OpenSlots` opens in the training process.
     """
 
     def __init__(self, parent: grain.IterDataset, read_batch: ReadBatch):
@@ -600,8 +601,9 @@ def make_loader(
     both from the core count, see `split_cores`: 0 workers up to 3 cores),
     `worker_buffer_size` (batches per worker), `prefetch` (batches buffered by the final
     thread), `mixture_block_size` (default: the smallest exact block, see
-    jaxload.mixture), `key_maps` (per-dataset key renames), and `batch_transform` (a batch -> batch function run in the workers on this host's numpy
-    part; define it at module level so worker processes can unpickle it).
+    jaxload.mixture), `key_maps` (per-dataset key renames), and `batch_transform` (a
+    batch -> batch function run in the workers on this host's numpy part; define it at
+    module level so worker processes can unpickle it).
 
     Video: `decode_device="auto"` picks "cuda" when torchcodec decodes on a GPU here and
     its NVDEC handles every camera's codec, else "cpu" (logged with the reason).
