@@ -65,10 +65,10 @@ class SlotPool:
             slot = next((s for s in same_size if s.buf[0] == FREE), None)
             if slot is None:
                 slot = shared_memory.SharedMemory(create=True, size=HEADER + max(nbytes, 1))
+                # Kept even after close: dropping it would unmap the array we return.
+                same_size.append(slot)
                 if self._closed:  # a read thread still running at exit: leave no name behind
                     slot.unlink()
-                else:
-                    same_size.append(slot)
             slot.buf[0] = IN_USE
         array = np.ndarray(shape, dtype, buffer=slot.buf, offset=HEADER)
         return array, SlotRef(slot.name, tuple(shape), dtype.str)
@@ -82,10 +82,13 @@ class SlotPool:
 
     def unlink_all(self) -> int:
         """Removes every segment's name (the training process may hold some: their memory
-        lives on until it drops them); returns how many."""
+        lives on until it drops them); returns how many.
+
+        The segments stay mapped here: read threads may still be writing batches into them
+        while the process exits (a `SharedMemory` object that is dropped unmaps its memory
+        under any array over it, a segfault), and they may still reuse them."""
         with self._lock:
-            slots = [s for same_size in self._slots.values() for s in same_size]
-            self._slots.clear()
+            slots = [] if self._closed else [s for same in self._slots.values() for s in same]
             self._closed = True
         for slot in slots:
             with contextlib.suppress(FileNotFoundError):  # the trainer unlinked it already

@@ -3,6 +3,8 @@ views, both in this process here (the loader tests run them across real workers)
 
 import gc
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -66,3 +68,27 @@ def test_segments_never_opened_are_unlinked_at_exit():
     assert all(_exists(n) for n in names)
     assert pool.unlink_all() == 3  # what the exit handler runs
     assert not any(_exists(n) for n in names)
+
+
+def test_arrays_stay_writable_after_the_exit_handler_ran():
+    # A worker's read threads may still be writing a batch while its exit handler runs
+    # (unlink_all), or make a new slot after it. The arrays must stay mapped: dropping the
+    # SharedMemory objects unmapped them and the next write segfaulted the worker (found by
+    # test_loader_lerobot's close test). A subprocess, so a regression fails rather than
+    # killing pytest.
+    script = """
+import gc, os, numpy as np
+from jaxload import shared_batch
+pool = shared_batch.SlotPool()
+before, _ = pool.array((1 << 20,), np.uint8)
+pool.unlink_all()
+after, ref = pool.array((1 << 20,), np.uint8)
+gc.collect()
+before[:] = 1
+after[:] = 2
+assert not os.path.exists(os.path.join(shared_batch.SHM_DIR, ref.name))
+print(int(before.sum()) + int(after.sum()))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(3 << 20)]
