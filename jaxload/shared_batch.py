@@ -8,10 +8,11 @@ reuses them:
 
 * worker: `SlotPool.array(shape, dtype)` returns an array in a free slot and the
   `SlotRef` (name, shape, dtype) that travels in its place, pickled by Grain (a few bytes);
-  a slot's first byte says whether it is free.
+  a slot's first byte says whether it is free. Slots are named
+  `jaxload_<training process pid>_<random>`.
 * training process: `SlotOpener.open(ref)` maps the segment the first time it sees it
-  (and unlinks its name at once: the two mappings keep the memory alive, and nothing is
-  left in /dev/shm, even if a worker is killed) and returns a view. When the last view of
+  (and unlinks its name at once: the two mappings keep the memory alive, and the segment
+  is not left behind even if its worker is killed) and returns a view. When the last view of
   that array is gone (jax arrays made from it included: they keep their numpy base
   alive), the slot is marked free and its worker writes the next batch there.
 
@@ -28,6 +29,7 @@ import math
 import mmap
 import multiprocessing.util
 import os
+import secrets
 import threading
 from multiprocessing import resource_tracker, shared_memory
 from typing import Any
@@ -37,6 +39,23 @@ import numpy as np
 SHM_DIR = "/dev/shm"  # where POSIX shared memory lives on Linux
 HEADER = 64  # bytes before the array: byte 0 is the slot's state; keeps the data aligned
 FREE, IN_USE = 0, 1
+
+
+def segment_prefix(training_pid: int | None = None) -> str:
+    """The start of the names of the slots made for a training process (this one by
+    default): `jaxload_<pid>_` says in /dev/shm whose they are."""
+    return f"jaxload_{os.getpid() if training_pid is None else training_pid}_"
+
+
+def _new_segment(size: int) -> shared_memory.SharedMemory:
+    # A worker's parent is the training process; a pool in that process itself is its own.
+    parent = multiprocessing.parent_process()
+    prefix = segment_prefix(parent.pid if parent is not None else None)
+    while True:
+        try:
+            return shared_memory.SharedMemory(prefix + secrets.token_hex(4), True, size)
+        except FileExistsError:  # the same 32 random bits: draw again
+            continue
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +83,7 @@ class SlotPool:
             same_size = self._slots.setdefault(nbytes, [])
             slot = next((s for s in same_size if s.buf[0] == FREE), None)
             if slot is None:
-                slot = shared_memory.SharedMemory(create=True, size=HEADER + max(nbytes, 1))
+                slot = _new_segment(HEADER + max(nbytes, 1))
                 # Kept even after close: dropping it would unmap the array we return.
                 same_size.append(slot)
                 if self._closed:  # a read thread still running at exit: leave no name behind

@@ -13,6 +13,7 @@ import pytest
 
 import jaxload
 from converters.convert import convert
+from jaxload import shared_batch
 from jaxload.checkpoint import LoaderRestore, LoaderSave
 from jaxload.errors import CheckpointError, WindowError
 from jaxload.loader import make_loader
@@ -83,7 +84,9 @@ def test_video_dataset_with_workers_matches_direct_reads_and_resumes(converted, 
 
 
 def _shm_segments() -> set[str]:
-    return {name for name in os.listdir("/dev/shm") if name.startswith("psm_")}
+    """This process's workers' slots (other processes may share /dev/shm)."""
+    prefix = shared_batch.segment_prefix()
+    return {name for name in os.listdir(shared_batch.SHM_DIR) if name.startswith(prefix)}
 
 
 def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
@@ -98,7 +101,12 @@ def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
     for _ in range(2):
         loader = make_loader(converted / "h264_single", num_workers=2, read_threads=2, **kw)
         held = next(loader)
-        [next(loader) for _ in range(3)]  # workers now have batches read ahead
+        [next(loader) for _ in range(3)]
+        # Workers fill their buffers with batches read ahead, in slots not yet opened here.
+        deadline = time.monotonic() + 30
+        while not _shm_segments() - before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _shm_segments() - before
         loader.close()
         _check_identity(held)
         assert held["observation.image"].any()

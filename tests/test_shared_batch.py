@@ -65,7 +65,7 @@ def test_the_trainer_reads_what_the_worker_wrote_in_a_reused_slot():
 def test_segments_never_opened_are_unlinked_at_exit():
     pool = shared_batch.SlotPool()
     names = [pool.array((10,), np.uint8)[1].name for _ in range(3)]
-    assert all(_exists(n) for n in names)
+    assert all(_exists(n) and n.startswith(f"jaxload_{os.getpid()}_") for n in names)
     assert pool.unlink_all() == 3  # what the exit handler runs
     assert not any(_exists(n) for n in names)
 
