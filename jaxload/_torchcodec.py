@@ -26,13 +26,25 @@ from typing import Any
 _DYNAMO = "torch._dynamo"
 _lock = threading.Lock()
 _deferred: list[Callable[..., Any]] = []
+_imported = False  # set once torchcodec is fully imported
 
 
 def video_decoder_class() -> type:
-    """`torchcodec.decoders.VideoDecoder`, imported without `torch._dynamo` if possible."""
-    if "torchcodec.decoders" not in sys.modules:
+    """`torchcodec.decoders.VideoDecoder`, imported without `torch._dynamo` if possible.
+
+    Looked up on every call, so a patched `VideoDecoder` (benchmarks/profile_loader.py,
+    jaxload.bench's recorder, tests) is the one used. Thread-safe: Grain workers decode
+    from several threads, and a module another thread is still importing is already in
+    `sys.modules`, half initialised.
+    """
+    global _imported
+    if not _imported:
         with _lock:
-            _import_torchcodec()
+            if not _imported:
+                _import_torchcodec()
+                import torchcodec.decoders  # noqa: F401  (waits for an import under way)
+
+                _imported = True
     return sys.modules["torchcodec.decoders"].VideoDecoder
 
 
@@ -40,9 +52,7 @@ def _import_torchcodec() -> None:
     import torch
 
     if "torchcodec.decoders" in sys.modules or _DYNAMO in sys.modules or "_dynamo" in vars(torch):
-        import torchcodec.decoders  # dynamo is there already: nothing to save
-
-        return
+        return  # imported already, or dynamo is there: nothing to save
     torch._dynamo = types.SimpleNamespace(disallow_in_graph=_record)  # type: ignore[attr-defined]
     try:
         import torchcodec.decoders  # noqa: F401

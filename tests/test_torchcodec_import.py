@@ -91,3 +91,23 @@ def test_dynamo_already_imported_uses_the_plain_import():
         """
     )
     assert out == "True True"
+
+
+def test_a_second_thread_waits_for_the_first_import():
+    # Grain workers decode from several threads at once. A thread that asked while another
+    # was half-way through importing torchcodec got its partly initialised module
+    # ("has no attribute 'VideoDecoder'": a CI failure).
+    out = run_fresh(
+        """
+        import sys, threading, time
+        from jaxload._torchcodec import video_decoder_class
+
+        first = threading.Thread(target=video_decoder_class)
+        first.start()
+        while "torchcodec.decoders" not in sys.modules:  # the first import has begun
+            time.sleep(0.0005)
+        print(video_decoder_class().__name__)
+        first.join()
+        """
+    )
+    assert out == "VideoDecoder"
