@@ -225,12 +225,9 @@ def decode_all(videos: Sequence[EncodedFrames]) -> list[np.ndarray]:
         groups.setdefault((video.codec, video.width, video.height), []).append(i)
     for members in groups.values():
         parts = [videos[i] for i in members]
-        frames = EncodedFrames.concat(parts).decode() if len(parts) > 1 else None
+        frames = EncodedFrames.concat(parts).decode()  # (frames, H, W, 3)
         start = 0
         for i, part in zip(members, parts):
-            if frames is None:
-                out[i] = part.decode()
-                continue
             size = part.gop_index.size
             out[i] = frames[start : start + size].reshape(*part.gop_index.shape, *frames.shape[1:])
             start += size

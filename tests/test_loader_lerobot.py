@@ -89,6 +89,16 @@ def _shm_segments() -> set[str]:
     return {name for name in os.listdir(shared_batch.SHM_DIR) if name.startswith(prefix)}
 
 
+def _within(seconds: float, condition) -> bool:
+    """Whether `condition()` becomes true within `seconds` (polled)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
     # Workers decode into reused shared-memory slots; slots of batches they built but never
     # sent must not stay in /dev/shm after close (jaxload.shared_batch unlinks them when a
@@ -103,18 +113,12 @@ def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
         held = next(loader)
         [next(loader) for _ in range(3)]
         # Workers fill their buffers with batches read ahead, in slots not yet opened here.
-        deadline = time.monotonic() + 30
-        while not _shm_segments() - before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _shm_segments() - before
+        assert _within(30, lambda: _shm_segments() - before)
         loader.close()
         _check_identity(held)
         assert held["observation.image"].any()
         del held, loader
-    deadline = time.monotonic() + 30  # worker processes exit on their own time
-    while _shm_segments() - before and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _shm_segments() - before
+    assert _within(30, lambda: not _shm_segments() - before)  # workers exit on their own time
 
 
 def test_mixture_of_tabular_and_video_datasets(converted):
