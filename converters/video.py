@@ -174,15 +174,15 @@ def copy_stream(
             )
         _check_no_reordering(packets, path, episode)
         gops = _split_gops(_to_annexb(packets, stream))
+        if sum(len(g) for g in gops) != num_frames:  # before any muxing
+            raise SourceError(
+                f"{path}: episode {episode}: found {sum(len(g) for g in gops)} packets for "
+                f"{num_frames} frames; cannot copy this stream, use --video-codec h264"
+            )
         size = (codec, stream.codec_context.width, stream.codec_context.height)
         encoded = EncodedStream(codec)
         for gop in gops:
             encoded.add_gop([bytes(p) for p in gop], *size[1:])
-    if sum(len(g) for g in gops) != num_frames:
-        raise SourceError(
-            f"{path}: episode {episode}: found {sum(len(g) for g in gops)} packets for "
-            f"{num_frames} frames; cannot copy this stream, use --video-codec h264"
-        )
     timestamps = np.arange(num_frames) / fps
     source = decode_source_frames(path, from_timestamp, timestamps, episode=episode)
     where = f"{path}: episode {episode}"

@@ -118,6 +118,24 @@ def test_too_short_video(src, pristine, tmp_path):
     _expect_failure(src, tmp_path, r"file-001\.mp4: episode 2: video too short")
 
 
+def test_too_short_video_with_stream_copy(tmp_path):
+    # --video-codec copy: the source must hold one packet per frame of the episode.
+    src = write_lerobot_v3(
+        tmp_path / "src", episode_lengths=LENGTHS, episodes_per_video_file=2, video_codec="h264"
+    )
+    short = write_lerobot_v3(
+        tmp_path / "short", episode_lengths=(4, 6, 1), episodes_per_video_file=2, video_codec="h264"
+    )
+    shutil.copyfile(_video(short, 1), _video(src, 1))
+    out = tmp_path / "out"
+    match = r"file-001\.mp4: episode 2: found 1 packets for 3 frames"
+    with pytest.raises(SourceError, match=match):
+        convert(src, out, video_codec="copy", workers=1, progress=False)
+    _no_output(tmp_path)
+    assert main(["convert", str(src), str(out), "--workers", "1", "--video-codec", "copy"]) != 0
+    _no_output(tmp_path)
+
+
 def test_cli_reports_errors_without_a_traceback(src, tmp_path):
     (src / "meta/info.json").unlink()
     run = subprocess.run(
