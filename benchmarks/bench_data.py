@@ -200,7 +200,7 @@ def convert_cached(
     src: Path, out: Path, log=print, workers: int | None = None, **options: Any
 ) -> dict[str, Any]:
     """Converts `src` to `out` unless present; returns the conversion report (saved beside)."""
-    from converters.convert import convert
+    from jaxload.converters.convert import convert
 
     report_path = out.parent / f"{out.name}.convert.json"
     if out.is_dir() and report_path.is_file():

@@ -42,9 +42,9 @@ SPEC = DatasetSpec(
 QUICK_SPEC = dataclasses.replace(SPEC, episodes=20, max_length=30)
 TARGET_S = 2.0
 # What a Grain worker process imports before it can read: the heavy parts, in order.
-# "torchcodec" is imported the way jaxload does (`jaxload._torchcodec`: without importing
+# "torchcodec" is imported the way jaxload does (`jaxload.decode.torchcodec_import`: without importing
 # torch._dynamo); the plain `import torchcodec.decoders` is measured too, for comparison.
-WORKER_IMPORTS = ("numpy", "jax", "grain", "torch", "torchcodec", "av", "jaxload.loader")
+WORKER_IMPORTS = ("numpy", "jax", "grain", "torch", "torchcodec", "av", "jaxload.pipeline.loader")
 
 
 def import_costs(names: tuple[str, ...] = WORKER_IMPORTS) -> dict[str, float]:
@@ -55,7 +55,7 @@ def import_costs(names: tuple[str, ...] = WORKER_IMPORTS) -> dict[str, float]:
     for name in names:
         start = time.perf_counter()
         if name == "torchcodec":
-            from jaxload._torchcodec import video_decoder_class
+            from jaxload.decode.torchcodec_import import video_decoder_class
 
             video_decoder_class()
         else:
@@ -69,19 +69,19 @@ def time_first_batch(
 ) -> dict[str, float]:
     """In this (fresh) process: seconds for make_loader() and for the first next()
     (`preimport`: the decoding libraries imported before the clock starts)."""
-    import jaxload.loader
-    from jaxload import bench
+    import jaxload.pipeline.loader
+    from jaxload.tools.bench import harness as bench
 
     if preimport:
         import av  # noqa: F401
 
-        from jaxload._torchcodec import video_decoder_class
+        from jaxload.decode.torchcodec_import import video_decoder_class
 
         video_decoder_class()
 
     windows = bench.bench_windows(path)
     start = time.perf_counter()
-    loader = jaxload.loader.make_loader(
+    loader = jaxload.pipeline.loader.make_loader(
         path,
         global_batch_size=batch_size,
         delta_timestamps=windows,
@@ -100,7 +100,7 @@ def measure(
     path: Path, workers: list[int], batch_size: int, repeats: int, preimport: bool = False
 ) -> list[dict]:
     """Median over `repeats` fresh processes, per worker count."""
-    from jaxload import bench
+    from jaxload.tools.bench import harness as bench
 
     rows = []
     for n in workers:
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="20 episodes instead of 1,000")
     args = parser.parse_args(argv)
-    from jaxload import bench
+    from jaxload.tools.bench import harness as bench
 
     spec = QUICK_SPEC if args.quick else SPEC
     src, path = bench_data.prepare(spec, args.cache, workers=2)

@@ -8,7 +8,7 @@ Three measurements on each benchmark dataset, with the benchmark's windows and b
 1. The work one Grain worker does per batch (`ReadBatch.map`: read + decode + collate),
    run in this process on one thread, with timers around each stage: ArrayRecord reads
    (`ArrayRecordReader.read`), assembling the batch's mp4 from its GOP fragments
-   (`jaxload.video.build_mp4`), torchcodec decoder creation (`VideoDecoder(...)`),
+   (`jaxload.format.mp4.build_mp4`), torchcodec decoder creation (`VideoDecoder(...)`),
    decoding (`get_frames_at`), collation (`BatchSchema.collate`), and the rest of the
    reader's Python ("other").
 2. IPC alone: the same pipeline shape (Grain `mp_prefetch` with the same workers and the
@@ -72,8 +72,8 @@ class Timers:
 @contextlib.contextmanager
 def instrumented(timers: Timers) -> Iterator[None]:
     """Timers around the reader's stages: the classes and functions it uses are swapped for
-    timed ones where they are defined and in jaxload's modules (`jaxload.bench.patched`)."""
-    from jaxload.bench import patched
+    timed ones where they are defined and in jaxload's modules (`jaxload.tools.bench.harness.patched`)."""
+    from jaxload.tools.bench.harness import patched
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(
@@ -85,7 +85,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
         )
         stack.enter_context(patched("torchcodec.decoders", "VideoDecoder", _timed_decoder(timers)))
         stack.enter_context(
-            patched("jaxload.video", "build_mp4", lambda f: timers.wrap("build_mp4", f))
+            patched("jaxload.decode.frames", "build_mp4", lambda f: timers.wrap("build_mp4", f))
         )
         yield
 
@@ -129,8 +129,8 @@ def _timed_decoder(timers: Timers) -> Callable[[type], type]:
 
 def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) -> dict:
     """Per-batch seconds of each stage of ReadBatch.map, one thread, this process."""
-    from jaxload import bench
-    from jaxload.loader import make_loader
+    from jaxload.tools.bench import harness as bench
+    from jaxload.pipeline.loader import make_loader
 
     windows = bench.bench_windows(path)
     loader = make_loader(
@@ -177,8 +177,8 @@ class ConstantBatch:
         self.batch = batch
 
     def __call__(self, _: int) -> dict[str, Any]:
-        from jaxload import shared_batch
-        from jaxload.loader import MIN_SHM_BYTES
+        from jaxload.pipeline import shared_batch
+        from jaxload.pipeline.loader import MIN_SHM_BYTES
 
         out: dict[str, Any] = {}
         for key, value in self.batch.items():
@@ -195,8 +195,8 @@ def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> 
     work: the loader's transport (shared-memory slots for the large arrays)."""
     import grain
 
-    from jaxload.bench import measure_iterator
-    from jaxload.loader import MIN_SHM_BYTES, OpenSlots
+    from jaxload.tools.bench.harness import measure_iterator
+    from jaxload.pipeline.loader import MIN_SHM_BYTES, OpenSlots
 
     def make() -> Iterator[Any]:
         ds = grain.MapDataset.range(10**9).map(ConstantBatch(batch))
@@ -229,14 +229,14 @@ def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> 
 
 
 def profile(path: Path, args: argparse.Namespace) -> dict:
-    from jaxload import bench
+    from jaxload.tools.bench import harness as bench
 
     print(f"profiling {path.name}", flush=True)
     stages = stage_breakdown(path, args.batch_size, args.batches)
     import jaxload
 
     ds = jaxload.open(path, delta_timestamps=bench.bench_windows(path))
-    from jaxload.schema import BatchSchema
+    from jaxload.pipeline.batch_schema import BatchSchema
 
     samples = ds.__getitems__(list(range(args.batch_size)))
     batch = BatchSchema([ds.element_spec()]).collate(samples, np.zeros(args.batch_size, int))
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=30, help="batches timed per stage run")
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args(argv)
-    from jaxload import bench
+    from jaxload.tools.bench import harness as bench
 
     results = {}
     for label, spec in specs_for(args.quick, args.only).items():

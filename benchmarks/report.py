@@ -168,7 +168,7 @@ def ttfb_table(doc: dict) -> str:
     plain = doc.get("plain_torchcodec_import_s")
     if plain is not None:
         rows[-1] += (
-            f" torchcodec is imported through `jaxload._torchcodec`; a plain `import "
+            f" torchcodec is imported through `jaxload.decode.torchcodec_import`; a plain `import "
             f"torchcodec.decoders` after torch takes {plain:.2f} s (it imports torch._dynamo)."
         )
     return "\n".join(rows)
@@ -307,7 +307,7 @@ def main() -> int:
     print(f"refreshed the tables in {RESULTS_MD}")
     if (HERE / "results.json").is_file():
         sys.path.insert(0, str(HERE.parent))
-        from jaxload import bench
+        from jaxload.tools.bench import harness as bench
 
         bench.plot(bench.read_json(HERE / "results.json"), HERE / "results.png")
         print(f"redrew {HERE / 'results.png'}")

@@ -112,12 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()
-    from jaxload import bench
+    from jaxload.tools.bench import harness as bench
 
     args = parse_args(argv)
     with_lerobot = not args.no_lerobot
     if with_lerobot:
-        from jaxload.bench_lerobot import INSTALL_HINT, lerobot_available
+        from jaxload.tools.bench.lerobot import INSTALL_HINT, lerobot_available
 
         if not lerobot_available():
             print(f"run.py: {INSTALL_HINT} (or pass --no-lerobot)", file=sys.stderr)

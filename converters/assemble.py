@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from array_record.python.array_record_module import ArrayRecordReader
 
-from converters.partial import JobState, crash_point, write_json_durable
-from converters.plan import Unit
-from converters.writer import ShardWriter
+from jaxload.converters.partial import JobState, crash_point, write_json_durable
+from jaxload.converters.plan import Unit
+from jaxload.converters.writer import ShardWriter
 from jaxload import format as fmt
 from jaxload.errors import JaxloadError
 
@@ -125,29 +125,9 @@ def assemble(
     return Assembled(rows, writer.num_shards, digest.hexdigest())
 
 
-def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> pa.Table:
-    """meta/episodes.parquet with an explicit schema (rows may come back from JSON)."""
-    fields = [
-        ("episode_index", pa.int64()),
-        ("length", pa.int64()),
-        ("dataset_from_index", pa.int64()),
-        ("tasks", pa.list_(pa.string())),
-        ("shard", pa.int64()),
-        ("frames_record_start", pa.int64()),
-    ]
-    for cam in cameras:
-        fields += [
-            (fmt.segment_column(cam, "record_start"), pa.int64()),
-            (fmt.segment_column(cam, "segment_starts"), pa.list_(pa.int64())),
-            (fmt.segment_column(cam, "psnr_min"), pa.float64()),
-        ]
-    schema = pa.schema(fields)
-    return pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in rows], schema=schema)
-
-
 def write_episodes(path: Path, rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> None:
     """meta/episodes.parquet at `path`."""
-    pq.write_table(episodes_table(rows, cameras), path)
+    pq.write_table(fmt.episodes_table(rows, cameras), path)
 
 
 def _unit_stops(units: Sequence[Unit]) -> list[int]:

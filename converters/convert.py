@@ -34,24 +34,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from converters import video
-from converters.assemble import Assembled, assemble, fidelity, reconcile, write_episodes
-from converters.engines import Engine, make_engine
-from converters.hub import HubClient, HubFiles
-from converters.lerobot_common import LeRobotSource
-from converters.lock import JobLock
-from converters.partial import JobState, PlanMismatch, crash_point, partial_dir
-from converters.plan import Unit, balance, dispatch_order, plan_document, plan_id, plan_units
-from converters.progress import ConvertReport, ProgressBar
-from converters.remote import RetryPolicy
-from converters.sources import open_files, open_source
-from converters.tabular import features_from_schema
-from converters.units import UnitContext, UnitResult
-from converters.writer import DEFAULT_SHARD_BYTES
+from jaxload.converters import video
+from jaxload.converters.assemble import Assembled, assemble, fidelity, reconcile, write_episodes
+from jaxload.converters.engines import Engine, make_engine
+from jaxload.converters.hub import HubClient, HubFiles
+from jaxload.converters.lerobot_common import LeRobotSource
+from jaxload.converters.lock import JobLock
+from jaxload.converters.partial import JobState, PlanMismatch, crash_point, partial_dir
+from jaxload.converters.plan import Unit, balance, dispatch_order, plan_document, plan_id, plan_units
+from jaxload.converters.progress import ConvertReport, ProgressBar
+from jaxload.converters.remote import RetryPolicy
+from jaxload.converters.sources import open_files, open_source
+from jaxload.converters.tabular import features_from_schema
+from jaxload.converters.units import UnitContext, UnitResult
+from jaxload.converters.writer import DEFAULT_SHARD_BYTES
 from jaxload import format as fmt
 from jaxload.errors import JaxloadError, SourceError
 from jaxload.format import Camera, DatasetInfo, Feature
-from jaxload.stats import write_stats
+from jaxload.stats.compute import write_stats
 
 __all__ = [
     "DEFAULT_CRF",
@@ -452,7 +452,7 @@ def _write_meta(root: Path, source: LeRobotSource, rows, info: DatasetInfo) -> N
     _atomic(root / fmt.TASKS_PATH, lambda p: pq.write_table(table, p))
     fmt.write_json_atomic(root / fmt.INFO_PATH, info.to_json())
     # Normalization stats from the converted tabular data (never from video); the source's
-    # image stats are carried over (jaxload.stats, docs/METADATA.md).
+    # image stats are carried over (jaxload.stats.compute, docs/METADATA.md).
     write_stats(root, source.stats_json())
 
 
@@ -471,7 +471,7 @@ def _publish(dataset: Path, out: Path) -> None:
 
 def _already_published(state: JobState, out: Path, started: float) -> ConvertReport:
     """OUT exists: fine only when it is this job's result (killed before cleaning up)."""
-    from jaxload.doctor import is_jaxload_dataset
+    from jaxload.tools.doctor import is_jaxload_dataset
 
     published = state.published_fingerprint()
     if published is None or not is_jaxload_dataset(out):

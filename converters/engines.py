@@ -30,8 +30,8 @@ from concurrent.futures import CancelledError, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from converters.plan import Unit
-from converters.units import UnitContext, UnitResult, convert_unit
+from jaxload.converters.plan import Unit
+from jaxload.converters.units import UnitContext, UnitResult, convert_unit
 from jaxload.errors import JaxloadError
 
 OnResult = Callable[[UnitResult], None]

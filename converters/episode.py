@@ -12,9 +12,9 @@ import dataclasses
 
 import numpy as np
 
-from converters import video
-from converters.lerobot_common import LeRobotSource
-from converters.tabular import frame_blocks
+from jaxload.converters import video
+from jaxload.converters.lerobot_common import LeRobotSource
+from jaxload.converters.tabular import frame_blocks
 from jaxload.errors import SourceError
 from jaxload.format import Feature
 

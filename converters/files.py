@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from converters.remote import RetryCounter, RetryPolicy, call_with_retries
+from jaxload.converters.remote import RetryCounter, RetryPolicy, call_with_retries
 from jaxload.errors import SourceError
 
 

@@ -21,8 +21,8 @@ import re
 from pathlib import Path
 from typing import Any, Protocol
 
-from converters.files import CachedRemoteFiles
-from converters.remote import RetryPolicy
+from jaxload.converters.files import CachedRemoteFiles
+from jaxload.converters.remote import RetryPolicy
 
 # owner/name as the hub spells repository ids.
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")

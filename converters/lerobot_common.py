@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from converters.files import Files
+from jaxload.converters.files import Files
 from jaxload.errors import SourceError
 
 # Columns every LeRobot data file has; they are stored but are not user features.

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from converters.files import Files, LocalFiles
-from converters.lerobot_common import Episode, LeRobotSource, VideoSpan
+from jaxload.converters.files import Files, LocalFiles
+from jaxload.converters.lerobot_common import Episode, LeRobotSource, VideoSpan
 from jaxload.errors import SourceError
 
 SUPPORTED_VERSIONS = ("v2.0", "v2.1")

@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from converters.files import Files, LocalFiles
-from converters.lerobot_common import (
+from jaxload.converters.files import Files, LocalFiles
+from jaxload.converters.lerobot_common import (
     Episode,
     LeRobotSource,
     VideoSpan,

@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from converters.units import UnitResult
+from jaxload.converters.units import UnitResult
 from jaxload.errors import JaxloadError
 
 PLAN = "plan.json"

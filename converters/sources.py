@@ -20,11 +20,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from converters import lerobot_v3, lerobot_v21
-from converters.files import Files, FsspecFiles, LocalFiles
-from converters.hub import REPO_ID, HubClient, HubFiles
-from converters.lerobot_common import LeRobotSource, load_info
-from converters.remote import MISSING, TRANSIENT, RemoteError, RetryPolicy
+from jaxload.converters import lerobot_v3, lerobot_v21
+from jaxload.converters.files import Files, FsspecFiles, LocalFiles
+from jaxload.converters.hub import REPO_ID, HubClient, HubFiles
+from jaxload.converters.lerobot_common import LeRobotSource, load_info
+from jaxload.converters.remote import MISSING, TRANSIENT, RemoteError, RetryPolicy
 from jaxload.errors import JaxloadError, SourceError
 
 READERS: dict[str, type[LeRobotSource]] = {

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 from array_record.python.array_record_module import ArrayRecordWriter
 
-from converters import video
-from converters.episode import EpisodeResult, convert_episode
-from converters.lerobot_common import LeRobotSource
-from converters.plan import Unit
+from jaxload.converters import video
+from jaxload.converters.episode import EpisodeResult, convert_episode
+from jaxload.converters.lerobot_common import LeRobotSource
+from jaxload.converters.plan import Unit
 from jaxload import format as fmt
 from jaxload.format import Feature
 

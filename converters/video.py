@@ -1,6 +1,6 @@
 """Video for the converter: decode a source episode, re-encode it in fixed GOPs, and cut
 the stream into an mp4 init segment and one self-contained fragment per GOP (what the
-reader decodes; jaxload/video.py).
+reader decodes; jaxload/format/mp4.py).
 
 Decoding the source uses PyAV (its frames stay in YUV, so the transcode does no extra
 RGB round trip); frames are picked exactly as LeRobotDataset picks them: the frame of the
@@ -21,7 +21,9 @@ import av
 import numpy as np
 
 from jaxload.errors import SourceError
-from jaxload.video import decode_gops, fragment_gop, gop_num_frames
+from jaxload.converters.fragments import fragment_gop
+from jaxload.decode.frames import decode_gops
+from jaxload.format.mp4 import gop_num_frames
 
 CODECS = {"h264": "libx264", "hevc": "libx265"}
 # A frame decoded more than this far from its query time is a mismatch (LeRobot's default).

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import jaxload
-from converters.convert import convert
+from jaxload.converters.convert import convert
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "data" / "lerobot_av1_demo"

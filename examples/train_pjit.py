@@ -30,7 +30,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxload
 from jaxload.checkpoint import LoaderRestore, LoaderSave
-from jaxload.loader import make_loader
+from jaxload.pipeline.loader import make_loader
 from jaxload.transforms import Normalize
 
 HERE = Path(__file__).resolve().parent
@@ -61,7 +61,7 @@ def convert_once(source: Path, out: Path) -> None:
     """Convert the LeRobot source to a jaxload dataset unless that was done already."""
     if (out / "meta" / "info.json").exists():
         return
-    from converters.convert import convert
+    from jaxload.converters.convert import convert
 
     print(convert(source, out, progress=False).summary(), flush=True)
 

@@ -26,8 +26,8 @@ from jaxload.errors import (
 __version__ = "0.1.0"
 
 _LAZY = {
-    "make_loader": "jaxload.loader",
-    "Loader": "jaxload.loader",
+    "make_loader": "jaxload.pipeline.loader",
+    "Loader": "jaxload.pipeline.loader",
     "LoaderSave": "jaxload.checkpoint",
     "LoaderRestore": "jaxload.checkpoint",
     "Normalize": "jaxload.transforms",

@@ -10,18 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
-from array_record.python.array_record_module import ArrayRecordReader
 
-from jaxload import format as fmt
+from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.errors import DatasetError
-from jaxload.video import EncodedFrames
+from jaxload.format import layout
+from jaxload.format.reader import DatasetFiles, ShardReaders, read_tasks
 from jaxload.windows import resolve_delta_timestamps, window_frames
 
 Sample = dict[str, Any]
@@ -52,7 +49,8 @@ class JaxloadDataset:
         speed: bool = False,
     ):
         self.path = str(path)
-        self.info = fmt.read_info(path)
+        files = DatasetFiles(path)
+        self.info = files.info
         self.fps = self.info.fps
         self.camera_keys = sorted(self.info.cameras)
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
@@ -60,48 +58,36 @@ class JaxloadDataset:
             delta_timestamps, self.fps, [*self.info.features, *self.camera_keys]
         )
         self._frame_dtype = self.info.frame_dtype
-        self._tasks = _read_tasks(Path(path))
-        self._load_episodes(Path(path), episodes)
-        self._speed = None
-        if speed:  # per-task speed bucket of each episode (jaxload.speed)
-            from jaxload.speed import speed_labels
-
-            self._speed = speed_labels(self)
-        self.fingerprint = self._selection_fingerprint()
-        self._local = threading.local()
-
-    # --- metadata -------------------------------------------------------------------
-
-    def _load_episodes(self, root: Path, episodes: Iterable[int] | None) -> None:
-        table = _read_parquet(root / fmt.EPISODES_PATH)
-        all_ids = table["episode_index"].to_numpy()
-        if episodes is None:
-            rows = np.arange(len(all_ids))
-        else:
-            wanted = np.unique(np.asarray(list(episodes), dtype=np.int64))
-            missing = np.setdiff1d(wanted, all_ids)
-            if missing.size:
-                raise DatasetError(
-                    f"{self.path}: episodes {missing.tolist()} not in this dataset "
-                    f"(it has episodes {int(all_ids.min())}..{int(all_ids.max())})"
-                )
-            rows = np.flatnonzero(np.isin(all_ids, wanted))
-        table = table.take(rows)
-        self.episode_index = table["episode_index"].to_numpy().astype(np.int64)
-        self.episode_lengths = table["length"].to_numpy().astype(np.int64)
+        self._tasks = read_tasks(path)
+        self._episodes = files.episodes.take(self._select(files.episodes.index, episodes))
+        self.episode_index = self._episodes.index
+        self.episode_lengths = self._episodes.length
         self.episode_starts = np.concatenate([[0], np.cumsum(self.episode_lengths)[:-1]]).astype(
             np.int64
         )
         self._num_frames = int(self.episode_lengths.sum())
-        self._shard = table["shard"].to_numpy().astype(np.int64)
-        self._frames_start = table["frames_record_start"].to_numpy().astype(np.int64)
-        self._segment_record_start = {}
-        self._segment_starts = {}
-        for cam in self.camera_keys:
-            col = fmt.segment_column(cam, "record_start")
-            self._segment_record_start[cam] = table[col].to_numpy().astype(np.int64)
-            starts = table[fmt.segment_column(cam, "segment_starts")].to_pylist()
-            self._segment_starts[cam] = [np.asarray(s, dtype=np.int64) for s in starts]
+        self._readers: ShardReaders = files.readers
+        self._speed = None
+        if speed:  # per-task speed bucket of each episode (jaxload.stats.speed)
+            from jaxload.stats.speed import speed_labels
+
+            self._speed = speed_labels(self)
+        self.fingerprint = self._selection_fingerprint()
+
+    # --- metadata -------------------------------------------------------------------
+
+    def _select(self, all_ids: np.ndarray, episodes: Iterable[int] | None) -> np.ndarray:
+        """Rows of the episode table to serve: every episode, or those listed."""
+        if episodes is None:
+            return np.arange(len(all_ids))
+        wanted = np.unique(np.asarray(list(episodes), dtype=np.int64))
+        missing = np.setdiff1d(wanted, all_ids)
+        if missing.size:
+            raise DatasetError(
+                f"{self.path}: episodes {missing.tolist()} not in this dataset "
+                f"(it has episodes {int(all_ids.min())}..{int(all_ids.max())})"
+            )
+        return np.flatnonzero(np.isin(all_ids, wanted))
 
     def _selection_fingerprint(self) -> str:
         """Content fingerprint plus what this view selects: same value <=> same samples."""
@@ -152,8 +138,7 @@ class JaxloadDataset:
     def __getitems__(self, positions: Sequence[int]) -> list[Sample]:
         """Reads many samples at once: one batched read, one decoder per camera."""
         samples, videos = self.read_encoded(positions)
-        for cam, video in videos.items():
-            images = video.decode()
+        for (cam, video), images in zip(videos.items(), decode_grouped(list(videos.values()))):
             squeeze = not self._window_shape(cam)
             for b, sample in enumerate(samples):
                 sample[cam] = images[b, 0] if squeeze else images[b]
@@ -172,7 +157,7 @@ class JaxloadDataset:
         ep = np.searchsorted(self.episode_starts, positions, side="right") - 1
         frame = positions - self.episode_starts[ep]
         length = self.episode_lengths[ep]
-        shard = self._shard[ep][:, None]
+        shard = self._episodes.shard[ep][:, None]
 
         # Frames each key needs, (B, T): the anchor itself ("") and every window.
         needed, pads = {"": frame[:, None]}, {}
@@ -185,14 +170,14 @@ class JaxloadDataset:
         for key, frames in needed.items():
             if key in self.info.cameras:
                 segment, local_frames[key] = self._locate_segments(key, ep, frames)
-                start = self._segment_record_start[key][ep][:, None]
-                requests[key] = (shard, fmt.segment_record(start, segment))
+                start = self._episodes.record_start[key][ep][:, None]
+                requests[key] = (shard, layout.segment_record(start, segment))
                 # Any episode's init segment serves the camera's GOPs: the first sample's.
                 requests[_init_key(key)] = (shard[:1], start[:1])
             else:
-                block = frames // fmt.FRAMES_PER_BLOCK
-                requests[key] = (shard, self._frames_start[ep][:, None] + block)
-        records, slots = _read_records(requests, self._reader)
+                block = frames // layout.FRAMES_PER_BLOCK
+                requests[key] = (shard, self._episodes.frames_record_start[ep][:, None] + block)
+        records, slots = self._readers.read_requests(requests)
 
         videos = {}
         for cam in self.camera_keys:
@@ -240,7 +225,7 @@ class JaxloadDataset:
         seg = np.empty_like(frames)
         local = np.empty_like(frames)
         for b, e in enumerate(ep):
-            starts = self._segment_starts[cam][e]
+            starts = self._episodes.segment_starts[cam][e]
             seg[b] = np.searchsorted(starts, frames[b], side="right") - 1
             local[b] = frames[b] - starts[seg[b]]
         return seg, local
@@ -250,28 +235,8 @@ class JaxloadDataset:
             return self._tasks[task_index]
         except KeyError:
             raise DatasetError(
-                f"{self.path}: task_index {task_index} missing from {fmt.TASKS_PATH}"
+                f"{self.path}: task_index {task_index} missing from {layout.TASKS_PATH}"
             ) from None
-
-    def _reader(self, shard: int) -> ArrayRecordReader:
-        readers = self._local.__dict__.setdefault("readers", {})
-        if shard not in readers:
-            path = os.path.join(self.path, fmt.shard_path(shard))
-            if not os.path.isfile(path):
-                raise DatasetError(f"{path}: shard file missing")
-            readers[shard] = ArrayRecordReader(path, fmt.READER_OPTIONS)
-        return readers[shard]
-
-    # --- pickling: file handles stay behind, each process reopens its own ---------------
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        del state["_local"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._local = threading.local()
 
 
 def open(
@@ -289,7 +254,7 @@ def open(
         (1247, (16, 8))
 
     `speed=True` adds the key "speed": the episode's per-task speed bucket (0, 10, ..., 100,
-    see jaxload.speed), computed once per dataset and stored in its metadata.
+    see jaxload.stats.speed), computed once per dataset and stored in its metadata.
     """
     return JaxloadDataset(path, delta_timestamps=delta_timestamps, episodes=episodes, speed=speed)
 
@@ -297,35 +262,6 @@ def open(
 def _init_key(camera: str) -> tuple[str, str]:
     """Request key of a camera's init segment (a tuple: no feature name can equal it)."""
     return ("init", camera)
-
-
-def _read_records(
-    requests: Mapping[Any, tuple[np.ndarray, np.ndarray]],
-    reader_for,
-) -> tuple[list[bytes], dict[Any, np.ndarray]]:
-    """Reads every requested (shard, record) once, with one batched call per shard.
-
-    Returns the unique records and, per request, an array of the request's shape that
-    maps each (shard, record) to its position in that list.
-    """
-    shapes, pairs = {}, []
-    for key, (shard, record) in requests.items():
-        shard, record = np.broadcast_arrays(shard, record)
-        shapes[key] = record.shape
-        pairs.append(np.stack([shard.ravel(), record.ravel()], axis=1))
-    unique, inverse = np.unique(np.concatenate(pairs), axis=0, return_inverse=True)
-    records: list[bytes] = [b""] * len(unique)
-    for shard in np.unique(unique[:, 0]):
-        rows = np.flatnonzero(unique[:, 0] == shard)
-        for row, data in zip(rows, reader_for(int(shard)).read(unique[rows, 1].tolist())):
-            records[row] = data
-    slots, start = {}, 0
-    inverse = inverse.reshape(-1)
-    for key, shape in shapes.items():
-        size = int(np.prod(shape))
-        slots[key] = inverse[start : start + size].reshape(shape)
-        start += size
-    return records, slots
 
 
 class _FrameRows:
@@ -341,18 +277,4 @@ class _FrameRows:
     def get(self, slots: np.ndarray | int, frames: np.ndarray | int) -> np.ndarray:
         """Rows of `frames` (episode frame numbers) stored in the blocks at `slots`."""
         block = self._first_row[np.searchsorted(self._ids, slots)]
-        return self._rows[block + np.asarray(frames) % fmt.FRAMES_PER_BLOCK]
-
-
-def _read_tasks(root: Path) -> dict[int, str]:
-    table = _read_parquet(root / fmt.TASKS_PATH)
-    return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist()))
-
-
-def _read_parquet(path: Path):
-    if not path.is_file():
-        raise DatasetError(f"{path}: missing")
-    try:
-        return pq.read_table(path)
-    except Exception as e:  # pyarrow raises several types for corrupt files
-        raise DatasetError(f"{path}: unreadable parquet ({e})") from e
+        return self._rows[block + np.asarray(frames) % layout.FRAMES_PER_BLOCK]

@@ -7,7 +7,7 @@
 # build that pulls CUDA torch. What lerobot's dataset code imports comes through jaxload's
 # `bench` extra instead (datasets, pandas, pillow, accelerate, jsonlines, deepdiff,
 # draccus 0.10, einops, termcolor). torchvision's compiled ops do not load next to CPU torch;
-# jaxload.bench_lerobot works around that before importing lerobot.
+# jaxload.tools.bench.lerobot works around that before importing lerobot.
 #
 # Run after scripts/install.sh:  bash scripts/install_lerobot.sh
 set -euo pipefail
@@ -21,7 +21,7 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install -c constraints.txt -e ".[bench]"
 "${PIP[@]}" install --no-deps "lerobot==0.4.4" "torchvision==0.28.0"
 
-if ! .venv/bin/python -c "from jaxload.bench_lerobot import import_lerobot_dataset as f; f()"; then
+if ! .venv/bin/python -c "from jaxload.tools.bench.lerobot import import_lerobot_dataset as f; f()"; then
   echo "install_lerobot.sh: lerobot is installed but does not import (see above); a module" \
     "it needs may be missing from the bench extra" >&2
   exit 1

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from converters.video import x264_asm_cap
+from jaxload.converters.video import x264_asm_cap
 
 __all__ = [
     "aggregate_stats",

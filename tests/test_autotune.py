@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import jaxload
-from converters.convert import convert
-from jaxload import autotune as A
+from jaxload.converters.convert import convert
+from jaxload.tools.autotune import recommend as A
 from jaxload.cli import main
-from jaxload.loader import make_loader
+from jaxload.pipeline.loader import make_loader
 
 GiB = 2**30
 WINDOWS = {"action": [k / 10 for k in range(8)], "observation.image": [-0.1, 0.0]}
@@ -192,7 +192,7 @@ def test_cli_prints_a_recommendation_and_json(dataset, capsys):
 
 
 def test_tuned_loader_kwargs_keep_explicit_settings_and_log_the_choice(dataset, caplog):
-    with caplog.at_level(logging.INFO, logger="jaxload.autotune"):
+    with caplog.at_level(logging.INFO, logger="jaxload.tools.autotune.recommend"):
         kwargs = A.tuned_loader_kwargs(
             [jaxload.open(dataset)], overrides={"prefetch": 7, "num_workers": None}
         )

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import jaxload
-from converters.convert import convert
-from converters.partial import partial_dir
+from jaxload.converters.convert import convert
+from jaxload.converters.partial import partial_dir
 from jaxload.cli import main
 from jaxload.errors import JaxloadError, SourceError, WindowError
 from tests.helpers import leftovers

@@ -18,8 +18,8 @@ import pytest
 import jaxload
 from benchmarks import bench_data, bench_ttfb, run
 from benchmarks.bench_data import DatasetSpec, fast_render_frame
-from jaxload import bench
-from jaxload.bench_lerobot import lerobot_available
+from jaxload.tools.bench import harness as bench
+from jaxload.tools.bench.lerobot import lerobot_available
 from tests.lerobot_factory import render_frame
 
 TINY = {
@@ -147,7 +147,7 @@ def test_cli_bench(small, tmp_path):
 
 
 def test_lerobot_reference_error_names_the_install_script(monkeypatch):
-    from jaxload import bench_lerobot
+    from jaxload.tools.bench import lerobot as bench_lerobot
 
     monkeypatch.setattr(bench_lerobot, "lerobot_available", lambda: False)
     with pytest.raises(ImportError, match=r"install_lerobot\.sh"):

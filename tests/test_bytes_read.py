@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxload
-from converters.convert import convert
+from jaxload.converters.convert import convert
 from tests.lerobot_factory import write_lerobot_v3
 
 FPS = 30

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxload
-from converters.convert import convert, parse_episodes
+from jaxload.converters.convert import convert, parse_episodes
 from jaxload.errors import JaxloadError
 from tests.helpers import leftovers, tree_bytes
 from tests.lerobot_factory import decode_frame_leds, frame_state, write_lerobot_v3
@@ -218,7 +218,7 @@ def test_converts_into_an_existing_empty_directory(tmp_path):
 
 
 def test_speed_key_is_the_episodes_speed_bucket(converted):
-    from jaxload.speed import speed_labels
+    from jaxload.stats.speed import speed_labels
 
     ds = jaxload.open(converted, speed=True)
     labels = speed_labels(ds)

@@ -7,8 +7,8 @@ Ray runs a real local instance (2 CPUs), started once for the module and shut do
 import numpy as np
 import pytest
 
-from converters.convert import convert
-from converters.plan import balance, dispatch_order, plan_units
+from jaxload.converters.convert import convert
+from jaxload.converters.plan import balance, dispatch_order, plan_units
 from jaxload.errors import JaxloadError
 from tests.helpers import tree_bytes
 from tests.lerobot_factory import write_lerobot_v3
@@ -73,7 +73,7 @@ def test_ray_task_errors_come_back_as_clean_messages(source, ray_session, tmp_pa
 
 
 def test_small_datasets_get_a_unit_per_episode_run_costliest_first(source):
-    from converters.lerobot_v3 import LeRobotV3Source
+    from jaxload.converters.lerobot_v3 import LeRobotV3Source
 
     src = LeRobotV3Source(source)
     lengths = [src.episode(e).length for e in src.episode_ids]
@@ -118,7 +118,7 @@ def test_units_run_where_the_partial_directory_is_not_visible(
     here, so the inline engine is made to take that path (with an fsspec source)."""
     import tempfile
 
-    from converters import engines
+    from jaxload.converters import engines
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "node_tmp"))
     (tmp_path / "node_tmp").mkdir()

@@ -20,10 +20,10 @@ import pytest
 import requests
 from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
-from converters import remote
-from converters.convert import convert
-from converters.lerobot_v3 import LeRobotV3Source
-from converters.remote import RetryPolicy
+from jaxload.converters import remote
+from jaxload.converters.convert import convert
+from jaxload.converters.lerobot_v3 import LeRobotV3Source
+from jaxload.converters.remote import RetryPolicy
 from jaxload.errors import JaxloadError
 from tests.helpers import tree_bytes
 from tests.lerobot_factory import write_lerobot_v3

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import jaxload
-from converters.convert import convert
-from converters.lock import ConversionLocked, JobLock
-from converters.partial import KILL_AT_ENV, partial_dir
+from jaxload.converters.convert import convert
+from jaxload.converters.lock import ConversionLocked, JobLock
+from jaxload.converters.partial import KILL_AT_ENV, partial_dir
 from jaxload.errors import JaxloadError
 from tests.helpers import tree_bytes
 from tests.lerobot_factory import write_lerobot_v3

@@ -7,8 +7,9 @@ import logging
 import pytest
 
 import jaxload
-from converters.convert import convert
-from jaxload.autotune import GpuInfo, MachineInfo, check_cuda_decodable, choose_decode_device
+from jaxload.converters.convert import convert
+from jaxload.pipeline.decode_device import check_cuda_decodable, choose_decode_device
+from jaxload.pipeline.machine import GpuInfo, MachineInfo
 from jaxload.errors import DatasetError
 from tests.lerobot_factory import write_lerobot_v3
 
@@ -77,7 +78,7 @@ def test_explicit_cuda_with_av1_on_an_h100_is_a_clear_error(av1_dataset):
 
 
 def test_make_loader_auto_decodes_on_cpu_here_and_logs_why(dataset, caplog):
-    with caplog.at_level(logging.INFO, logger="jaxload.loader"):
+    with caplog.at_level(logging.INFO, logger="jaxload.pipeline.loader"):
         loader = jaxload.make_loader(
             dataset,
             global_batch_size=4,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import jaxload
-from converters.convert import convert
-from jaxload.device_decode import to_jax
+from jaxload.converters.convert import convert
+from jaxload.decode.on_device import to_jax
 from tests.lerobot_factory import decode_frame_leds, write_lerobot_v3
 
 CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}

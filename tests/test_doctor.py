@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from converters.convert import convert
+from jaxload.converters.convert import convert
 from jaxload import format as fmt
 from jaxload.cli import main
 from tests.lerobot_factory import write_lerobot_v3

@@ -1,4 +1,4 @@
-"""Balanced evaluation sharding (jaxload.eval) and `jaxload eval-parallel`."""
+"""Balanced evaluation sharding (jaxload.tools.eval.shards) and `jaxload eval-parallel`."""
 
 import json
 import os
@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from converters.convert import convert
+from jaxload.converters.convert import convert
 from jaxload.balance import imbalance
 from jaxload.cli import build_parser, main
 from jaxload.commands import eval_parallel
 from jaxload.errors import JaxloadError
-from jaxload.eval import episode_seed, merge_results, plan_shards, shard_episodes
+from jaxload.tools.eval.shards import episode_seed, merge_results, plan_shards, shard_episodes
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -111,14 +111,14 @@ def test_merge_results_rules():
 # --- eval-parallel, with real processes -----------------------------------------------------
 
 # The evaluation script each shard runs: it takes its episodes with shard_episodes and writes
-# one JSON record per episode. It imports jaxload.eval without jaxload/__init__ (which loads
+# one JSON record per episode. It imports jaxload.tools.eval.shards without jaxload/__init__ (which loads
 # torch for the reader) so that four shards start in a fraction of a second on two cores.
 SCRIPT = """
 import json, os, sys, types
 package = types.ModuleType("jaxload")
 package.__path__ = [{repo!r} + "/jaxload"]
 sys.modules["jaxload"] = package
-from jaxload.eval import shard_episodes
+from jaxload.tools.eval.shards import shard_episodes
 
 shard_id, num_shards = int(os.environ["JAXLOAD_SHARD_ID"]), int(os.environ["JAXLOAD_NUM_SHARDS"])
 assert sys.argv[1:3] == [str(shard_id), str(num_shards)], sys.argv  # placeholders

@@ -12,13 +12,13 @@ import orbax.checkpoint as ocp
 import pytest
 
 import jaxload
-from converters.convert import convert
-from jaxload import shared_batch
+from jaxload.converters.convert import convert
+from jaxload.pipeline import shared_batch
 from jaxload.checkpoint import LoaderRestore, LoaderSave
 from jaxload.errors import CheckpointError, WindowError
-from jaxload.loader import make_loader
-from jaxload.schema import BatchSchema
-from jaxload.stream import SampleStream
+from jaxload.pipeline.loader import make_loader
+from jaxload.pipeline.batch_schema import BatchSchema
+from jaxload.sampling.stream import SampleStream
 from tests.test_loader import assert_batches_equal
 
 WINDOW = {
@@ -101,7 +101,7 @@ def _within(seconds: float, condition) -> bool:
 
 def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
     # Workers decode into reused shared-memory slots; slots of batches they built but never
-    # sent must not stay in /dev/shm after close (jaxload.shared_batch unlinks them when a
+    # sent must not stay in /dev/shm after close (jaxload.pipeline.shared_batch unlinks them when a
     # worker exits, even those a read thread makes while it exits). Batches the trainer
     # still holds stay valid.
     gc.collect()  # loaders earlier tests dropped close now, not while this test counts

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from jaxload.mixture import MixtureSchedule, choose_block_size, quotas
-from jaxload.schema import BatchSchema
-from jaxload.stream import SampleStream
+from jaxload.sampling.mixture import MixtureSchedule, choose_block_size, quotas
+from jaxload.pipeline.batch_schema import BatchSchema
+from jaxload.sampling.stream import SampleStream
 
 
 def test_shares_match_weights_over_1e5_samples_deterministically():

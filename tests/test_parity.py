@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxload
-from converters.convert import convert
+from jaxload.converters.convert import convert
 from tests.helpers import psnr
 
 DATASETS = ["av1_multi", "h264_single", "tabular_only"]

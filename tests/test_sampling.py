@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxload.sampling import EpochOrder, KeyedPermutation, round_keys, stream_key
+from jaxload.sampling.permutation import EpochOrder, KeyedPermutation, round_keys, stream_key
 
 
 def _primes(limit):
@@ -179,7 +179,7 @@ def test_order_is_pinned():
 
 def test_same_order_in_a_fresh_process():
     code = (
-        "import numpy as np; from jaxload.sampling import EpochOrder;"
+        "import numpy as np; from jaxload.sampling.permutation import EpochOrder;"
         "o = EpochOrder([5, 1000, 37, 2], seed=99, drop_n_first_frames=1);"
         "print(o.positions(np.arange(3 * o.num_anchors)).tolist())"
     )

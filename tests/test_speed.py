@@ -1,4 +1,4 @@
-"""Per-task speed buckets (jaxload.speed): labels, persistence, warnings, concurrency."""
+"""Per-task speed buckets (jaxload.stats.speed): labels, persistence, warnings, concurrency."""
 
 import json
 import logging
@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import jaxload
-from converters.convert import convert
+from jaxload.converters.convert import convert
 from jaxload import format as fmt
-from jaxload import speed
+from jaxload.stats import speed
 from jaxload.errors import DatasetError
 from tests.lerobot_factory import write_lerobot_v3
 
@@ -107,7 +107,7 @@ def test_stale_episode_count_warns_once_from_process_0_and_keeps_the_file(tmp_pa
     speed.speed_labels(root, process_index=0)
     before = (root / speed.SPEED_PATH).read_bytes()
     _episodes(tmp_path, [*range(10, 30), 1000], ["a"] * 21)  # the dataset grew
-    with caplog.at_level(logging.WARNING, logger="jaxload.speed"):
+    with caplog.at_level(logging.WARNING, logger="jaxload.stats.speed"):
         speed.speed_labels(root, process_index=1)  # not process 0: silent
         assert not caplog.records
         for _ in range(3):
@@ -132,7 +132,7 @@ def test_read_only_dataset_falls_back_to_memory_with_one_warning(tmp_path, caplo
                 raise OSError(30, "Read-only file system", str(path))
 
             monkeypatch.setattr(fmt, "write_json_atomic", read_only)
-        with caplog.at_level(logging.WARNING, logger="jaxload.speed"):
+        with caplog.at_level(logging.WARNING, logger="jaxload.stats.speed"):
             first = speed.speed_labels(root, process_index=0)
             second = speed.speed_labels(root, process_index=0)
     finally:
@@ -155,7 +155,7 @@ def test_other_schema_versions_and_broken_files(tmp_path, caplog):
     root = _episodes(tmp_path, list(range(10, 30)), ["a"] * 20)
     path = root / speed.SPEED_PATH
     path.write_text(json.dumps({"schema_version": 99, "whatever": True}))
-    with caplog.at_level(logging.WARNING, logger="jaxload.speed"):
+    with caplog.at_level(logging.WARNING, logger="jaxload.stats.speed"):
         labels = speed.speed_labels(root, process_index=0)
     assert labels[0] == 0 and "schema_version 99" in caplog.text
     assert json.loads(path.read_text())["schema_version"] == 99  # left alone
@@ -169,7 +169,7 @@ def test_other_schema_versions_and_broken_files(tmp_path, caplog):
         speed.speed_labels(root, [0, 77], process_index=0)
 
 
-# Runs in each writer process. It imports jaxload.speed without jaxload/__init__ (which
+# Runs in each writer process. It imports jaxload.stats.speed without jaxload/__init__ (which
 # loads torch for the reader): eight interpreters importing torch at once would take most
 # of a minute on two cores, and speed.py does not need it.
 _WRITER = """
@@ -177,7 +177,7 @@ import sys, types
 package = types.ModuleType("jaxload")
 package.__path__ = [repo + "/jaxload"]
 sys.modules.setdefault("jaxload", package)
-from jaxload import speed
+from jaxload.stats import speed
 for _ in range(rounds):
     barrier.wait()  # every writer starts the round together, the file absent
     results.put(speed.speed_labels(root, process_index=0).tolist())

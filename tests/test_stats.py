@@ -1,5 +1,5 @@
 """Normalization stats: exact moments, quantiles within their certified bound, LeRobot parity,
-files, and mixtures (jaxload.stats)."""
+files, and mixtures (jaxload.stats.compute)."""
 
 import json
 import shutil
@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from converters.convert import convert
-from jaxload import stats as S
+from jaxload.converters.convert import convert
+from jaxload.stats import compute as S
 from jaxload.errors import DatasetError
 
 SHARED = ("tabular_only", "h264_single", "av1_multi")

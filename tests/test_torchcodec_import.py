@@ -1,4 +1,4 @@
-"""jaxload._torchcodec: torchcodec without the eager torch._dynamo import (real imports,
+"""jaxload.decode.torchcodec_import: torchcodec without the eager torch._dynamo import (real imports,
 each in a fresh interpreter, since import state is what is tested)."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_jaxload_import_skips_dynamo_and_decodes(tmp_path):
         f"""
         import sys
         import av, numpy as np
-        from jaxload._torchcodec import video_decoder_class
+        from jaxload.decode.torchcodec_import import video_decoder_class
 
         VideoDecoder = video_decoder_class()
         assert "torch._dynamo" not in sys.modules
@@ -64,7 +64,7 @@ def test_disallow_in_graph_is_replayed_when_dynamo_is_imported():
     out = run_fresh(
         """
         import sys
-        from jaxload._torchcodec import video_decoder_class, _deferred
+        from jaxload.decode.torchcodec_import import video_decoder_class, _deferred
 
         video_decoder_class()
         assert "torch._dynamo" not in sys.modules and _deferred
@@ -83,7 +83,7 @@ def test_dynamo_already_imported_uses_the_plain_import():
         """
         import torch._dynamo
         from torch._dynamo.trace_rules import is_callable_disallowed
-        from jaxload._torchcodec import video_decoder_class, _deferred
+        from jaxload.decode.torchcodec_import import video_decoder_class, _deferred
         from torchcodec._core import ops
 
         video_decoder_class()
@@ -100,7 +100,7 @@ def test_a_second_thread_waits_for_the_first_import():
     out = run_fresh(
         """
         import sys, threading, time
-        from jaxload._torchcodec import video_decoder_class
+        from jaxload.decode.torchcodec_import import video_decoder_class
 
         first = threading.Thread(target=video_decoder_class)
         first.start()

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import jaxload
-from converters.convert import convert
-from jaxload import stats as S
-from jaxload.loader import make_loader
+from jaxload.converters.convert import convert
+from jaxload.stats import compute as S
+from jaxload.pipeline.loader import make_loader
 from jaxload.transforms import Normalize
 
 MODES = {"observation.state": "mean_std", "action": "quantile", "observation.image": "mean_std"}

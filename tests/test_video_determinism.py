@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 PROCESSES = 4
 CONVERT = """
 import sys
-from converters.convert import convert
+from jaxload.converters.convert import convert
 convert(sys.argv[1], sys.argv[2], workers=1, progress=False)
 """
 

@@ -1,4 +1,4 @@
-"""GOP records as mp4 fragments (jaxload/video.py): real x264 packets muxed by FFmpeg,
+"""GOP records as mp4 fragments (jaxload/format/mp4.py): real x264 packets muxed by FFmpeg,
 decoded by torchcodec."""
 
 from __future__ import annotations
@@ -9,14 +9,9 @@ import io
 import numpy as np
 import pytest
 
-from jaxload.video import (
-    EncodedFrames,
-    build_mp4,
-    decode_all,
-    decode_gops,
-    fragment_gop,
-    gop_num_frames,
-)
+from jaxload.converters.fragments import fragment_gop
+from jaxload.decode.frames import EncodedFrames, decode_grouped, decode_gops
+from jaxload.format.mp4 import build_mp4, gop_num_frames
 
 av = pytest.importorskip("av")
 pytest.importorskip("torchcodec")
@@ -85,7 +80,7 @@ def test_not_a_fragment_is_refused():
         build_mp4(init, [init])
 
 
-def test_decode_all_shares_a_decoder_between_same_size_cameras_only():
+def test_decode_grouped_shares_a_decoder_between_same_size_cameras_only():
     def camera(seed: int, width: int, rows: list[list[int]]) -> EncodedFrames:
         gops = encode_gops(seed, 2, width)
         init, fragments = zip(*(fragment_gop(g, "h264", width, H) for g in gops))
@@ -112,7 +107,7 @@ def test_decode_all_shares_a_decoder_between_same_size_cameras_only():
 
     EncodedFrames.decode = counting
     try:
-        together = decode_all([a, b, c])
+        together = decode_grouped([a, b, c])
     finally:
         EncodedFrames.decode = real
     assert len(calls) == 2  # one decoder for a + b, one for c

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.autotune import recommend
+    from jaxload.tools.autotune.recommend import recommend
 
     rec = recommend(
         args.paths,

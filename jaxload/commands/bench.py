@@ -42,10 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload import bench
+    from jaxload.tools.bench import harness as bench
 
     if args.lerobot_source is not None:
-        from jaxload.bench_lerobot import INSTALL_HINT, lerobot_available
+        from jaxload.tools.bench.lerobot import INSTALL_HINT, lerobot_available
 
         if not lerobot_available():
             print(f"jaxload bench: {INSTALL_HINT}")

@@ -57,9 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from converters.convert import DEFAULT_CRF, DEFAULT_GOP, convert
-    from converters.remote import RetryPolicy
-    from converters.writer import DEFAULT_SHARD_BYTES
+    from jaxload.converters.convert import DEFAULT_CRF, DEFAULT_GOP, convert
+    from jaxload.converters.remote import RetryPolicy
+    from jaxload.converters.writer import DEFAULT_SHARD_BYTES
 
     logging.basicConfig(stream=sys.stderr, format="jaxload convert: %(message)s")
     retry = None

@@ -11,12 +11,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.doctor import check_dataset, is_jaxload_dataset
+    from jaxload.tools.doctor import check_dataset, is_jaxload_dataset
 
     if is_jaxload_dataset(args.path):
         kind, results = "jaxload dataset", check_dataset(args.path)
     else:
-        from converters.doctor import check_source
+        from jaxload.converters.doctor import check_source
 
         kind, results = "LeRobot source", check_source(args.path)
     print(f"{args.path} ({kind})")

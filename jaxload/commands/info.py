@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.doctor import is_jaxload_dataset
+    from jaxload.tools.doctor import is_jaxload_dataset
 
     if is_jaxload_dataset(args.path):
         return _dataset_info(args)
@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _source_info(args: argparse.Namespace) -> int:
-    from converters.sources import open_files, open_source
+    from jaxload.converters.sources import open_files, open_source
 
     source = open_source(open_files(args.path))
     if args.json:

@@ -1,4 +1,4 @@
-"""The on-disk jaxload dataset format: paths, metadata schema and record encoding.
+"""The on-disk jaxload dataset layout: paths, metadata schema and record numbering.
 
 Everything the reader and the converter must agree on lives here; `docs/FORMAT.md` is its
 prose description. A dataset directory holds:
@@ -13,7 +13,7 @@ prose description. A dataset directory holds:
 Within a shard, an episode is a contiguous run of records: one record per block of
 FRAMES_PER_BLOCK frames holding all tabular features (packed numpy structured rows), then,
 per camera in sorted key order, the camera's mp4 init segment and one record per GOP (an
-mp4 fragment; jaxload/video.py).
+mp4 fragment; jaxload/format/mp4.py). `jaxload.format.reader` reads it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +227,53 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> pa.Table:
+    """meta/episodes.parquet with an explicit schema (rows may come back from JSON)."""
+    import pyarrow as pa
+
+    fields = [
+        ("episode_index", pa.int64()),
+        ("length", pa.int64()),
+        ("dataset_from_index", pa.int64()),
+        ("tasks", pa.list_(pa.string())),
+        ("shard", pa.int64()),
+        ("frames_record_start", pa.int64()),
+    ]
+    for cam in cameras:
+        fields += [
+            (segment_column(cam, "record_start"), pa.int64()),
+            (segment_column(cam, "segment_starts"), pa.list_(pa.int64())),
+            (segment_column(cam, "psnr_min"), pa.float64()),
+        ]
+    schema = pa.schema(fields)
+    return pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in rows], schema=schema)
+
+
+__all__ = [
+    "Camera",
+    "DATA_DIR",
+    "DatasetInfo",
+    "EPISODES_PATH",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "FRAMES_PER_BLOCK",
+    "Feature",
+    "INFO_PATH",
+    "READER_OPTIONS",
+    "STATS_PATH",
+    "TASKS_PATH",
+    "WRITER_OPTIONS",
+    "camera_record_count",
+    "content_fingerprint",
+    "episodes_table",
+    "frame_dtype",
+    "hash_record",
+    "num_blocks",
+    "read_info",
+    "segment_column",
+    "segment_record",
+    "shard_path",
+    "write_json_atomic",
+]

@@ -52,7 +52,7 @@ import pyarrow.parquet as pq
 from jaxload import format as fmt
 from jaxload.errors import DatasetError
 
-log = logging.getLogger("jaxload.stats")
+log = logging.getLogger("jaxload.stats.compute")
 
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 STAT_ORDER = ("min", "max", "mean", "std", "count", *QUANTILES)  # LeRobot's key order
@@ -828,7 +828,7 @@ def load_stats(dataset_path: str | os.PathLike) -> dict[str, FeatureStats]:
     root = Path(dataset_path)
     path = root / fmt.STATS_PATH
     if not path.is_file():
-        raise DatasetError(f"{path}: missing; compute it with jaxload.stats.write_stats")
+        raise DatasetError(f"{path}: missing; compute it with jaxload.stats.compute.write_stats")
     stats = {k: FeatureStats.from_json(v, f"{path}: {k}") for k, v in _read_json(path).items()}
     sketch = _read_sketch(root / SKETCH_PATH)
     for key, (count, grids, error) in sketch.items():

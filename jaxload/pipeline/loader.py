@@ -13,7 +13,7 @@ Pipeline (one element = this host's part of one global batch)::
       ThreadPrefetchIterDataset               background thread: the trainer never waits on Python
 
 Batch k is global positions ``[k*G, (k+1)*G)`` of the sample stream (see
-``jaxload.stream``); a batch's content depends on neither worker nor host count, so the
+``jaxload.sampling.stream``); a batch's content depends on neither worker nor host count, so the
 loader's state is the global position of the next batch (see ``jaxload.state``).
 """
 
@@ -32,19 +32,16 @@ from typing import Any
 import grain
 import numpy as np
 
-from jaxload import hosts, shared_batch
-from jaxload.device_batch import decode_to_global, merge_encoded
-from jaxload.mixture import DEFAULT_BLOCK_SIZE
-from jaxload.schema import BatchSchema, rename_key
+from jaxload.pipeline import hosts, shared_batch
+from jaxload.decode.on_device import decode_to_global, merge_encoded
+from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
+from jaxload.pipeline.batch_schema import BatchSchema, rename_key
 from jaxload.state import LoaderState, check_compatible, stream_fingerprint
-from jaxload.stream import SampleStream
-from jaxload.video import EncodedFrames, decode_all
+from jaxload.sampling.stream import SampleStream
+from jaxload.decode.frames import EncodedFrames, decode_grouped
+from jaxload.pipeline.decode_device import DECODE_DEVICES, resolve_decode_device
 
 Batch = dict[str, Any]
-# Where video can be decoded: "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any
-# device type torchcodec supports, e.g. CPU devices in tests) in the training process,
-# onto the device that holds each row of the global batch.
-DECODE_DEVICES = ("cpu", "cuda", "device")  # and "auto", resolved to "cuda" or "cpu"
 # Arrays smaller than this go from workers to the trainer pickled, larger ones through
 # shared memory (camera arrays are built there directly, whatever their size).
 MIN_SHM_BYTES = 1 << 16
@@ -64,7 +61,7 @@ class ReadBatch(grain.transforms.Map):
     A camera's batch array is torchcodec's output itself, frames already in (sample, slot)
     order. In a Grain worker (`enable_shared_memory_output`, called by Grain) it is copied
     once into one of the worker's reused shared-memory slots, which reaches the training
-    process without another copy (`jaxload.shared_batch`).
+    process without another copy (`jaxload.pipeline.shared_batch`).
     """
 
     def __init__(
@@ -130,7 +127,7 @@ class ReadBatch(grain.transforms.Map):
             for where, video in parts
         ]
         frames: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for (cam, where, _), part in zip(to_decode, decode_all([v for *_, v in to_decode])):
+        for (cam, where, _), part in zip(to_decode, decode_grouped([v for *_, v in to_decode])):
             frames.setdefault(cam, []).append((where, part))
         decoded = {cam: self._assemble(cam, parts, n, slots) for cam, parts in frames.items()}
         batch = self.schema.collate(samples, dataset_ids, exclude=self.encoded, arrays=decoded)
@@ -172,7 +169,7 @@ class SharedMemoryOutput(grain.IterDataset):
 
     Grain calls `enable_shared_memory_output` on the dataset given to `mp_prefetch` in the
     workers; ReadBatch then builds camera arrays in shared-memory slots and sends their
-    references (`jaxload.shared_batch`), which `OpenSlots` opens in the training process.
+    references (`jaxload.pipeline.shared_batch`), which `OpenSlots` opens in the training process.
     """
 
     def __init__(self, parent: grain.IterDataset, read_batch: ReadBatch):
@@ -188,7 +185,7 @@ class SharedMemoryOutput(grain.IterDataset):
 
 class OpenSlots(grain.transforms.Map):
     """Batches from the workers as plain ndarrays, without copies: camera arrays from their
-    shared-memory slots (`jaxload.shared_batch`), other large arrays from Grain's
+    shared-memory slots (`jaxload.pipeline.shared_batch`), other large arrays from Grain's
     shared memory (Grain unlinks those once the last view is gone)."""
 
     def __init__(self) -> None:
@@ -231,21 +228,24 @@ class ToGlobalArrays(grain.transforms.Map):
     def map(self, batch: Batch) -> Batch:
         import jax
 
+        encoded = {k: v for k, v in batch.items() if isinstance(v, EncodedFrames)}
         out = {}
+        if encoded:
+            shapes = {k: self.sample_shapes[k] for k in encoded}
+            out = decode_to_global(
+                encoded, shapes, self._sharding, self.rows, self.global_batch_size
+            )
         for key, value in batch.items():
-            if isinstance(value, EncodedFrames):
-                shape = self.sample_shapes[key]
-                out[key] = decode_to_global(
-                    value, shape, self._sharding(1 + len(shape)), self.rows, self.global_batch_size
-                )
-            elif value.dtype.kind in "USO":
+            if key in encoded:
+                continue
+            if value.dtype.kind in "USO":
                 out[key] = value
             else:
                 global_shape = (self.global_batch_size, *value.shape[1:])
                 out[key] = jax.make_array_from_process_local_data(
                     self._sharding(value.ndim), value, global_shape
                 )
-        return out
+        return {k: out[k] for k in batch}
 
 
 def _is_dataset(obj: Any) -> bool:
@@ -428,7 +428,7 @@ class Loader:
 
     @property
     def epoch(self) -> int:
-        """Epoch of the next batch's first sample (mixtures: nominal epochs, see jaxload.stream)."""
+        """Epoch of the next batch's first sample (mixtures: nominal epochs, see jaxload.sampling.stream)."""
         return self.position // self.stream.epoch_size
 
     @property
@@ -593,7 +593,7 @@ def make_loader(
     without it the batch is this host's numpy part. "task" stays a numpy array of str.
 
     Mixtures: several datasets with `weights` (default: proportional to their anchors);
-    see jaxload.mixture for the exact schedule and jaxload.schema for how differing keys
+    see jaxload.sampling.mixture for the exact schedule and jaxload.pipeline.batch_schema for how differing keys
     share one batch (`key_maps` renames keys per dataset). Each batch has "dataset_index".
 
     Args beyond the contract: `episodes` (passed to jaxload.open), `num_workers` (Grain
@@ -601,7 +601,7 @@ def make_loader(
     both from the core count, see `split_cores`: 0 workers up to 3 cores),
     `worker_buffer_size` (batches per worker), `prefetch` (batches buffered by the final
     thread), `mixture_block_size` (default: the smallest exact block, see
-    jaxload.mixture), `key_maps` (per-dataset key renames), and `batch_transform` (a
+    jaxload.sampling.mixture), `key_maps` (per-dataset key renames), and `batch_transform` (a
     batch -> batch function run in the workers on this host's numpy part; define it at
     module level so worker processes can unpickle it).
 
@@ -609,10 +609,10 @@ def make_loader(
     its NVDEC handles every camera's codec, else "cpu" (logged with the reason).
     `decode_device="cpu"` decodes in the workers. `"cuda"` (NVDEC) and `"device"` (any
     device torchcodec decodes on) need `sharding`: the workers only read, each camera of a
-    batch travels compressed (`jaxload.video.EncodedFrames`; a `batch_transform` sees it
+    batch travels compressed (`jaxload.decode.frames.EncodedFrames`; a `batch_transform` sees it
     so), and in this process every device decodes the rows it holds, handed to JAX through
     DLPack. `autotune=True` fills in num_workers, read_threads, worker_buffer_size,
-    prefetch and decode_device from `jaxload.autotune` (probing this machine and the
+    prefetch and decode_device from `jaxload.tools.autotune.recommend` (probing this machine and the
     data); the ones passed explicitly are kept (decode_device counts when not "cpu").
 
     The returned Loader is an iterator (not thread-safe: one consumer) with `get_state()`,
@@ -635,7 +635,7 @@ def make_loader(
     )
     schema = BatchSchema([d.element_spec() for d in datasets], key_maps)
     rows, host_count = _rows(global_batch_size, sharding, host_index, host_count)
-    decode_device = _resolve_decode_device(decode_device, datasets, sharding)
+    decode_device = resolve_decode_device(decode_device, datasets, sharding)
     options = PipelineOptions.resolve(
         num_workers, read_threads, worker_buffer_size, prefetch, decode_device
     )
@@ -692,7 +692,7 @@ class PipelineOptions:
             # "cpu" is the contract's default, so only another value counts as a choice.
             "decode_device": None if decode_device == "cpu" else decode_device,
         }
-        if decode_device not in DECODE_DEVICES:
+        if decode_device not in (*DECODE_DEVICES, "auto"):
             raise ValueError(f"decode_device={decode_device!r}; choose one of {DECODE_DEVICES}")
         set_ = {k: v for k, v in given.items() if v is not None}
         kw = {k: int(v) for k, v in set_.items() if k != "decode_device"}
@@ -707,33 +707,11 @@ class PipelineOptions:
         )
 
 
-def _resolve_decode_device(decode_device: str, datasets: Sequence[Any], sharding: Any) -> str:
-    """ "auto" -> "cuda" or "cpu" (logged with the reason); "cuda" -> checked against NVDEC."""
-    videos = [d for d in datasets if getattr(getattr(d, "info", None), "cameras", None)]
-    if decode_device == "cuda" and videos:
-        from jaxload.autotune import check_cuda_decodable
-
-        check_cuda_decodable(videos)
-    if decode_device != "auto":
-        return decode_device
-    if not videos:
-        return "cpu"
-    from jaxload.autotune import choose_decode_device
-
-    device, reasons = choose_decode_device(videos)
-    if device == "cuda" and sharding is None:
-        device, reasons = "cpu", (*reasons, "no `sharding`: rows have no device to decode on")
-    logging.getLogger("jaxload.loader").info(
-        "decode_device='auto' -> %r: %s", device, "; ".join(reasons)
-    )
-    return device
-
-
 def _autotuned(
     options: PipelineOptions, datasets: list, delta_timestamps: Any, host_count: int, sharding: Any
 ) -> PipelineOptions:
-    """Apply jaxload.autotune's recommendation to the knobs the caller left unset."""
-    from jaxload.autotune import tuned_loader_kwargs
+    """Apply jaxload.tools.autotune.recommend's recommendation to the knobs the caller left unset."""
+    from jaxload.tools.autotune.recommend import tuned_loader_kwargs
 
     explicit = {k: getattr(options, k) for k in options.explicit}
     windows = delta_timestamps if isinstance(delta_timestamps, Mapping) else None

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxload.sampling import KeyedPermutation, round_keys, stream_key
+from jaxload.sampling.permutation import KeyedPermutation, round_keys, stream_key
 
 DEFAULT_BLOCK_SIZE = None  # automatic: see choose_block_size
 SHARE_TOLERANCE = 1e-3

@@ -33,7 +33,7 @@ def video_decoder_class() -> type:
     """`torchcodec.decoders.VideoDecoder`, imported without `torch._dynamo` if possible.
 
     Looked up on every call, so a patched `VideoDecoder` (benchmarks/profile_loader.py,
-    jaxload.bench's recorder, tests) is the one used. Thread-safe: Grain workers decode
+    jaxload.tools.bench.harness's recorder, tests) is the one used. Thread-safe: Grain workers decode
     from several threads, and a module another thread is still importing is already in
     `sys.modules`, half initialised.
     """

@@ -22,7 +22,7 @@ num_episodes they were computed from, per task). Loading (`load_buckets`):
 * another schema version: computed in memory (one warning), the file is left alone.
 
 Example:
-    >>> from jaxload.speed import speed_labels
+    >>> from jaxload.stats.speed import speed_labels
     >>> speed_labels("out/pusht")               # one label per episode, metadata order
     array([ 50,  50, ...])
     >>> speed_labels(ds)                        # a JaxloadDataset: its selected episodes
@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 from jaxload import format as fmt
 from jaxload.errors import DatasetError
 
-log = logging.getLogger("jaxload.speed")
+log = logging.getLogger("jaxload.stats.speed")
 
 SCHEMA_VERSION = 1
 SPEED_PATH = "meta/speed_buckets.json"

@@ -11,10 +11,10 @@ size and worker count:
   made for the samples the loader served (same compressed bytes, same frame indices; recorded
   by re-reading those batches with torchcodec's `VideoDecoder` wrapped), replayed in a tight
   loop on 1, 2 and 4 threads and on one process per core, the fastest kept;
-* LeRobotDataset in a torch DataLoader lives in `jaxload.bench_lerobot` (optional deps).
+* LeRobotDataset in a torch DataLoader lives in `jaxload.tools.bench.lerobot` (optional deps).
 
 Example:
-    >>> from jaxload import bench
+    >>> from jaxload.tools.bench import harness as bench
     >>> windows = bench.bench_windows("out/my_dataset")
     >>> result, served = bench.measure_jaxload("out/my_dataset", delta_timestamps=windows,
     ...                                        num_workers=2, batch_size=32, seconds=10)
@@ -296,7 +296,7 @@ def measure_jaxload(
     """jaxload's loader on `path`: steady-state throughput, time to first batch, peak RSS.
 
     `num_workers=None` measures the loader's own choice for this machine
-    (`jaxload.loader.split_cores`: worker processes and read threads).
+    (`jaxload.pipeline.loader.split_cores`: worker processes and read threads).
 
     Returns the result and, per counted batch, the dataset positions it served (what
     `decode_limit` replays).
@@ -306,7 +306,7 @@ def measure_jaxload(
         >>> print(f"{result.samples_per_s:.0f} samples/s, first batch {result.time_to_first_batch_s:.1f} s")
     """
     import jaxload
-    from jaxload.loader import make_loader, split_cores
+    from jaxload.pipeline.loader import make_loader, split_cores
 
     windows = dict(delta_timestamps) if delta_timestamps is not None else bench_windows(path)
     ds = jaxload.open(path)  # metadata only: frames per sample, index -> position
@@ -422,7 +422,7 @@ class DecodeCall:
 
     def __call__(self) -> list[Any]:
         """Replays the decoder; returns what each recorded method call returned."""
-        from jaxload._torchcodec import video_decoder_class
+        from jaxload.decode.torchcodec_import import video_decoder_class
 
         decoder = video_decoder_class()(self.source, **self.options)
         return [getattr(decoder, name)(*args, **kwargs) for name, args, kwargs in self.methods]
@@ -859,7 +859,7 @@ def run_bench(
             default.details["loadavg_before"] = load
             default_runs.append(default)
         if lerobot_source is not None:
-            from jaxload import bench_lerobot
+            from jaxload.tools.bench import lerobot as bench_lerobot
 
             log(f"[{name}] LeRobotDataset + DataLoader, round {round_ + 1}")
             load = machine_info()["loadavg"]

@@ -9,7 +9,7 @@ LeRobot is optional (the `bench` extra, or `bash scripts/install_lerobot.sh`); e
 here imports it lazily, so `jaxload` itself never needs it.
 
 Example:
-    >>> from jaxload import bench, bench_lerobot
+    >>> from jaxload.tools.bench import harness as bench, lerobot as bench_lerobot
     >>> windows = bench.bench_windows("out/ds")  # the jaxload dataset converted from src/
     >>> result = bench_lerobot.measure_lerobot("src/", delta_timestamps=windows, num_workers=2)
     >>> result.samples_per_s
@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jaxload.bench import RssSampler, Throughput, _throughput, frames_per_sample, measure_iterator
+from jaxload.tools.bench.harness import RssSampler, Throughput, _throughput, frames_per_sample, measure_iterator
 
 INSTALL_HINT = (
     "LeRobot is not installed. Install it for the benchmark with "

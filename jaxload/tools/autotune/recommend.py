@@ -32,205 +32,7 @@ from typing import Any
 
 import numpy as np
 
-log = logging.getLogger("jaxload.autotune")
-
-GiB = 2**30
-CODECS = ("h264", "hevc", "vp9", "av1")
-
-# NVDEC per architecture, from NVIDIA's NVDEC application note (Video Codec SDK 13.0):
-# Turing, GA100 (A100/A30) and Hopper (H100/H200) have no AV1 decode; GA10x, Ada and
-# Blackwell do. Keyed by compute capability (major, minor).
-_ARCH_BY_CAPABILITY = {
-    (6, 0): "Pascal",
-    (6, 1): "Pascal",
-    (7, 0): "Volta",
-    (7, 2): "Volta",
-    (7, 5): "Turing",
-    (8, 0): "Ampere GA100",
-    (8, 6): "Ampere GA10x",
-    (8, 7): "Ampere GA10x",
-    (8, 9): "Ada",
-    (9, 0): "Hopper",
-}
-_NVDEC = {
-    "Pascal": frozenset({"h264", "hevc", "vp9"}),
-    "Volta": frozenset({"h264", "hevc", "vp9"}),
-    "Turing": frozenset({"h264", "hevc", "vp9"}),
-    "Ampere GA100": frozenset({"h264", "hevc", "vp9"}),
-    "Ampere GA10x": frozenset(CODECS),
-    "Ada": frozenset(CODECS),
-    "Hopper": frozenset({"h264", "hevc", "vp9"}),
-    "Blackwell": frozenset(CODECS),
-    "unknown": frozenset({"h264"}),  # every NVDEC since Kepler decodes H.264
-}
-# Name patterns when nvidia-smi does not report the compute capability (older drivers).
-_ARCH_BY_NAME = [
-    (r"\b(GB\d+|B\d00|B300|RTX 50\d0|RTX PRO \d+ Blackwell)\b", "Blackwell"),
-    (r"\b(GH200|H100|H200|H800|H20)\b", "Hopper"),
-    (r"\b(A100|A800|A30)\b", "Ampere GA100"),
-    (r"\b(L4|L40S?|RTX 40\d0|RTX \d000 Ada)\b", "Ada"),
-    (r"\b(A10G?|A16|A2|A40|A[456]000|RTX 30\d0)\b", "Ampere GA10x"),
-    (r"\b(T4|RTX 20\d0|Quadro RTX)\b", "Turing"),
-    (r"\b(V100|Titan V)\b", "Volta"),
-    (r"\b(P100|P40|P4|GTX 10\d0)\b", "Pascal"),
-]
-
-
-# --- the machine -------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class GpuInfo:
-    """One GPU: name, memory and (when known) compute capability."""
-
-    name: str
-    memory_bytes: int
-    compute_capability: tuple[int, int] | None = None
-
-    @property
-    def architecture(self) -> str:
-        if self.compute_capability is not None:
-            major, minor = self.compute_capability
-            if major >= 10:
-                return "Blackwell"
-            if (major, minor) in _ARCH_BY_CAPABILITY:
-                return _ARCH_BY_CAPABILITY[(major, minor)]
-        for pattern, arch in _ARCH_BY_NAME:
-            if re.search(pattern, self.name, re.IGNORECASE):
-                return arch
-        return "unknown"
-
-    @property
-    def nvdec_codecs(self) -> frozenset[str]:
-        """Codecs its NVDEC decodes (8-bit 4:2:0, the converter's output)."""
-        return _NVDEC[self.architecture]
-
-
-@dataclasses.dataclass(frozen=True)
-class MachineInfo:
-    """What the loader can use on this host."""
-
-    cpu_count: int
-    memory_total: int
-    memory_available: int
-    gpus: tuple[GpuInfo, ...] = ()
-    torchcodec_cuda: bool | None = None  # None: not probed
-    process_rss: int = 0  # memory of this process: a worker imports the same libraries
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cpu_count": self.cpu_count,
-            "memory_total_gib": round(self.memory_total / GiB, 2),
-            "memory_available_gib": round(self.memory_available / GiB, 2),
-            "gpus": [
-                {
-                    "name": g.name,
-                    "memory_gib": round(g.memory_bytes / GiB, 2),
-                    "compute_capability": g.compute_capability,
-                    "architecture": g.architecture,
-                    "nvdec": sorted(g.nvdec_codecs),
-                }
-                for g in self.gpus
-            ],
-            "torchcodec_cuda": self.torchcodec_cuda,
-            "notes": list(self.notes),
-        }
-
-
-def probe_machine() -> MachineInfo:
-    """Cores, memory and GPUs of this host (no CUDA context is created)."""
-    gpus, notes = _probe_gpus()
-    total, available = _memory()
-    return MachineInfo(
-        cpu_count=_cores(),
-        memory_total=total,
-        memory_available=available,
-        gpus=gpus,
-        process_rss=_rss(),
-        notes=notes,
-    )
-
-
-def _cores() -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    quota = _read("/sys/fs/cgroup/cpu.max")  # cgroup v2: "max 100000" or "200000 100000"
-    if quota and not quota.startswith("max"):
-        limit, period = (int(v) for v in quota.split()[:2])
-        cores = min(cores, max(1, math.ceil(limit / period)))
-    return cores
-
-
-def _memory() -> tuple[int, int]:
-    try:
-        import psutil
-
-        vm = psutil.virtual_memory()
-        total, available = int(vm.total), int(vm.available)
-    except ImportError:
-        info = dict(
-            line.split(":", 1)
-            for line in (_read("/proc/meminfo") or "").splitlines()
-            if ":" in line
-        )
-        total = int(info.get("MemTotal", "0 kB").split()[0]) * 1024
-        available = int(info.get("MemAvailable", "0 kB").split()[0]) * 1024 or total
-    limit = _read("/sys/fs/cgroup/memory.max")
-    if limit and limit.isdigit() and int(limit) < total:
-        used = int(_read("/sys/fs/cgroup/memory.current") or 0)
-        total, available = int(limit), min(available, int(limit) - used)
-    return total, max(0, available)
-
-
-def _rss() -> int:
-    try:
-        import psutil
-
-        return int(psutil.Process().memory_info().rss)
-    except ImportError:
-        statm = (_read("/proc/self/statm") or "0 0").split()
-        return int(statm[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return None
-
-
-def _probe_gpus() -> tuple[tuple[GpuInfo, ...], tuple[str, ...]]:
-    """GPUs from nvidia-smi (a subprocess: this process creates no CUDA context)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        if any(Path("/dev").glob("nvidia[0-9]*")):
-            return (), ("NVIDIA devices present but nvidia-smi not found; GPUs not probed",)
-        return (), ()
-    for fields in ("name,memory.total,compute_cap", "name,memory.total"):
-        try:
-            out = subprocess.run(
-                [smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                check=True,
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
-            continue
-        return tuple(_parse_smi_line(line) for line in out.splitlines() if line.strip()), ()
-    return (), ("nvidia-smi failed; GPUs not probed",)
-
-
-def _parse_smi_line(line: str) -> GpuInfo:
-    parts = [p.strip() for p in line.split(",")]
-    capability = None
-    if len(parts) > 2 and re.fullmatch(r"\d+\.\d+", parts[2]):
-        capability = tuple(int(v) for v in parts[2].split("."))
-    return GpuInfo(parts[0], int(float(parts[1])) * 2**20, capability)
-
+log = logging.getLogger("jaxload.tools.autotune.recommend")
 
 # --- the dataset --------------------------------------------------------------------------------
 
@@ -303,7 +105,7 @@ def probe_dataset(
 
 
 def _probe_camera(ds: Any, cam: str, count: int, spec: Mapping[str, Any]) -> CameraProbe:
-    from jaxload.video import decode_gops
+    from jaxload.decode.frames import decode_gops
 
     info, shape = ds.info.cameras[cam], spec[cam][0]
     inits, segments, lengths = _sample_segments(ds.path, ds.episode_index, cam, count)
@@ -503,7 +305,7 @@ def recommend(
     `machine` and `probes` replace the measurements (tests, or planning for another host);
     `target_samples_per_s` (the trainer's need) caps the workers; `host_count` scales the
     batch bounds to the global batch; `decode_devices` are the devices the loader can
-    decode on (default: `jaxload.loader.DECODE_DEVICES`, or ("cpu",)); `probe_gpu_decode`
+    decode on (default: `jaxload.pipeline.loader.DECODE_DEVICES`, or ("cpu",)); `probe_gpu_decode`
     tries a torchcodec CUDA decode when there is a GPU (default: when the loader could use
     it; it creates a CUDA context in this process).
     """
@@ -538,7 +340,7 @@ def tuned_loader_kwargs(
 ) -> dict[str, Any]:
     """What `make_loader(..., autotune=True)` applies: the recommended loader kwargs, with
     the ones the caller set explicitly (`overrides`, non-None values) kept, logged once
-    on the "jaxload.autotune" logger with the reasons.
+    on the "jaxload.tools.autotune.recommend" logger with the reasons.
 
     Example (inside make_loader, after opening the datasets):
         >>> knobs = tuned_loader_kwargs(datasets, delta_timestamps=delta_timestamps,
@@ -571,7 +373,7 @@ def _all_episodes(path: str) -> list[int]:
 
 def _loader_decode_devices() -> tuple[str, ...]:
     try:
-        from jaxload import loader
+        from jaxload.pipeline import loader
     except ImportError:  # pragma: no cover - grain missing
         return ("cpu",)
     return tuple(getattr(loader, "DECODE_DEVICES", ("cpu",)))
@@ -607,7 +409,7 @@ def _decide(
         f"{machine.cpu_count} cores, {reserve} kept for the training process "
         f"({'GPU training' if machine.gpus else 'JAX computes on the CPU'}): {budget} for loading"
     )
-    from jaxload.loader import CORES_PER_PROCESS, split_cores
+    from jaxload.pipeline.loader import CORES_PER_PROCESS, split_cores
 
     cores = budget if has_video else min(2, budget)
     if not has_video:
@@ -695,106 +497,5 @@ def _decode_device(
     return decide_decode_device(machine, codecs, decode_devices, reasons)
 
 
-def decide_decode_device(
-    machine: MachineInfo, codecs: set[str], decode_devices: Sequence[str], reasons: list[str]
-) -> str:
-    """ "cuda" when every GPU's NVDEC decodes every codec and torchcodec can use CUDA here,
-    else "cpu"; appends the why to `reasons`."""
-    if not codecs:
-        return "cpu"
-    if not machine.gpus:
-        reasons.append("decode on CPU: no GPU")
-        return "cpu"
-    unsupported = nvdec_unsupported(machine, codecs)
-    if unsupported:
-        reasons.append(
-            f"decode on CPU: NVDEC cannot decode {unsupported}; reconvert with "
-            "`jaxload convert --video-codec h264`"
-        )
-        return "cpu"
-    if "cuda" not in decode_devices:
-        reasons.append(
-            f"NVDEC could decode {sorted(codecs)}, but this loader decodes on {list(decode_devices)}"
-        )
-        return "cpu"
-    if not machine.torchcodec_cuda:
-        why = "cannot decode on CUDA here" if machine.torchcodec_cuda is False else "not probed"
-        reasons.append(f"decode on CPU: torchcodec CUDA decode {why}")
-        return "cpu"
-    reasons.append(f"decode on GPU: NVDEC decodes {sorted(codecs)}; workers only read bytes")
-    return "cuda"
 
 
-def nvdec_unsupported(machine: MachineInfo, codecs: set[str]) -> dict[str, list[str]]:
-    """GPU ("name (architecture)") -> codecs among `codecs` its NVDEC cannot decode."""
-    return {
-        f"{g.name} ({g.architecture})": sorted(codecs - g.nvdec_codecs)
-        for g in machine.gpus
-        if codecs - g.nvdec_codecs
-    }
-
-
-def choose_decode_device(
-    datasets: Sequence[Any], *, machine: MachineInfo | None = None
-) -> tuple[str, tuple[str, ...]]:
-    """What `make_loader(decode_device="auto")` uses: ("cuda" | "cpu", reasons).
-
-    CUDA when torchcodec decodes on a GPU here and every GPU's NVDEC handles every camera
-    codec of the datasets (A100/H100/H200 have no AV1 decoder); otherwise CPU.
-    """
-    codecs = {cam.codec for d in datasets for cam in d.info.cameras.values()}
-    machine = machine or probe_machine()
-    if machine.gpus and machine.torchcodec_cuda is None and codecs:
-        d = next(d for d in datasets if d.info.cameras)
-        machine = dataclasses.replace(
-            machine, torchcodec_cuda=_probe_cuda_on(d.path, next(iter(sorted(d.info.cameras))))
-        )
-    reasons: list[str] = []
-    device = decide_decode_device(machine, codecs, ("cpu", "cuda"), reasons)
-    return device, tuple(reasons)
-
-
-def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None = None) -> None:
-    """Raises DatasetError when a GPU's NVDEC cannot decode a camera codec of the datasets."""
-    from jaxload.errors import DatasetError
-
-    machine = machine or probe_machine()
-    by_codec: dict[str, list[str]] = {}
-    for d in datasets:
-        for key, cam in d.info.cameras.items():
-            by_codec.setdefault(cam.codec, []).append(f"{d.path}: {key}")
-    unsupported = nvdec_unsupported(machine, set(by_codec))
-    if unsupported:
-        bad = sorted({c for codecs in unsupported.values() for c in codecs})
-        raise DatasetError(
-            f"decode_device='cuda': NVDEC on {', '.join(unsupported)} cannot decode {bad} "
-            f"({'; '.join(k for c in bad for k in by_codec[c])}); reconvert with "
-            "`jaxload convert SRC OUT --video-codec h264`, or use decode_device='cpu'"
-        )
-
-
-def _probe_cuda_on(path: str, cam: str) -> bool:
-    """torchcodec CUDA decode of one stored GOP of `cam` in the dataset at `path`."""
-    from jaxload import format as fmt
-
-    camera = fmt.read_info(path).cameras[cam]
-    segment = _sample_segments(path, _all_episodes(path), cam, 1)[0][0]
-    return probe_torchcodec_cuda(segment, camera.codec, camera.width, camera.height)
-
-
-def probe_torchcodec_cuda(segment: bytes, codec: str, width: int, height: int) -> bool:
-    """Whether torchcodec decodes a stored GOP record on CUDA here (creates a CUDA context)."""
-    try:
-        import torch
-
-        from jaxload.video import EncodedFrames
-
-        if not torch.cuda.is_available():
-            return False
-        one = np.zeros((1, 1), dtype=np.int64)
-        EncodedFrames.from_slots(
-            [segment], one, one, codec=codec, width=width, height=height
-        ).decode("cuda")
-        return True
-    except Exception:  # no NVCUVID, no CUDA build, driver mismatch: all mean "no"
-        return False

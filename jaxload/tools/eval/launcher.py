@@ -9,7 +9,7 @@ placeholders substituted in its arguments:
     JAXLOAD_NUM_SHARDS    {num_shards}   N
     JAXLOAD_SHARD_OUTPUT  {output}       the JSON file this shard writes (with --output)
 
-The command picks its episodes with `jaxload.eval.shard_episodes(..., num_shards, shard_id)`.
+The command picks its episodes with `jaxload.tools.eval.shards.shard_episodes(..., num_shards, shard_id)`.
 With N > 1 the launcher also sets, unless already set: OMP_NUM_THREADS = max(1, cores // N)
 (N processes must not each start one thread per core), MUJOCO_GL = egl when an NVIDIA GPU is
 present else osmesa (headless rendering), and PYTHONUNBUFFERED = 1 (so output streams); each
@@ -18,7 +18,7 @@ output line is prefixed with "[shard i/N] ". If a shard fails, the others are st
 naming it; nothing is written to --output, and the shards' files are kept for inspection.
 
 The merged file is {"num_shards", "command", "shards": [{"shard_id", "returncode",
-"seconds", and "output" with --shard-dir}], "results": jaxload.eval.merge_results(the
+"seconds", and "output" with --shard-dir}], "results": jaxload.tools.eval.shards.merge_results(the
 shards' JSON values)}:
 lists concatenated in shard order, objects merged key by key, other values collected per
 shard. With N = 1 (the default) and no --output, CMD is exec'd unchanged (placeholders
@@ -264,7 +264,7 @@ def _report_failure(shard: _Shard, n: int, directory: Path | None) -> int:
 
 
 def _merge(shards: list[_Shard], n: int, cmd: list[str], *, keep_paths: bool) -> dict:
-    from jaxload.eval import merge_results
+    from jaxload.tools.eval.shards import merge_results
 
     values = []
     for shard in shards:

@@ -19,7 +19,8 @@ from array_record.python.array_record_module import ArrayRecordReader
 
 from jaxload import format as fmt
 from jaxload.errors import DatasetError, JaxloadError
-from jaxload.video import decode_gops, gop_num_frames
+from jaxload.decode.frames import decode_gops
+from jaxload.format.mp4 import gop_num_frames
 
 
 @dataclasses.dataclass

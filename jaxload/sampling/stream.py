@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from jaxload.mixture import DEFAULT_BLOCK_SIZE, MixtureSchedule
-from jaxload.sampling import EpochOrder
+from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE, MixtureSchedule
+from jaxload.sampling.permutation import EpochOrder
 
 
 class SampleStream:

@@ -1,0 +1,79 @@
+"""GOP records as mp4 fragments: the box-level layout jaxload stores and reads.
+
+A camera's stream of one episode is stored as an init segment (`ftyp` + `moov`: codec,
+size, parameter sets) followed by one record per GOP, each one fragment (`moof` + `mdat`)
+written by FFmpeg's mp4 muxer. Fragments address their samples relative to their own
+`moof` (`default_base_moof`), so any of them can follow an init segment: the mp4 for a
+batch is the init segment and the GOPs the batch needs, concatenated, with each fragment's
+decode time (`tfdt`) renumbered so frames are consecutive. That is a few byte copies
+instead of a remux (docs/FORMAT.md has the numbers). Packets carry their parameter sets
+in-band and there are no B-frames, so every GOP decodes on its own, frame k of a GOP is
+its k-th sample, and one init segment serves GOPs of any episode of the camera.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+
+_BOX = struct.Struct(">I4s")
+_U32 = struct.Struct(">I")
+
+
+def gop_num_frames(fragment: bytes) -> int:
+    """Frames in a GOP record: the sample count of its fragment's track runs."""
+    return _fragment_fields(fragment)[2]
+
+
+def build_mp4(init: bytes, fragments: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """One mp4 of `fragments` after `init`, frames numbered 0.. in this order, and the
+    number of frames of each fragment.
+
+    Only each fragment's `tfdt` changes (its decode time: the frames before it); the rest
+    is concatenated as stored.
+    """
+    parts, counts, frames = [init], [], 0
+    for fragment in fragments:
+        tfdt, version, count = _fragment_fields(fragment)
+        moof_size = _U32.unpack_from(fragment)[0]
+        header = bytearray(fragment[:moof_size])
+        struct.pack_into(">Q" if version == 1 else ">I", header, tfdt + 12, frames)
+        parts += [header, memoryview(fragment)[moof_size:]]
+        counts.append(count)
+        frames += count
+    return b"".join(parts), counts
+
+
+def boxes(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(type, bytes) of each top-level box of an mp4 written by FFmpeg."""
+    offset = 0
+    while offset < len(data):
+        size, kind = _BOX.unpack_from(data, offset)
+        if size < 8:  # 64-bit and to-end sizes: FFmpeg writes neither for these boxes
+            raise ValueError(f"unexpected mp4 box size {size} ({kind!r}) at byte {offset}")
+        yield kind, data[offset : offset + size]
+        offset += size
+
+
+def _fragment_fields(fragment: bytes) -> tuple[int, int, int]:
+    """(offset of the `tfdt` box, its version, frame count) of a fragment: a `moof` whose
+    `traf` holds a `tfdt` and track runs (`trun`), then its `mdat`."""
+    moof_size, kind = _BOX.unpack_from(fragment)
+    if kind != b"moof":
+        raise ValueError(f"not an mp4 fragment: starts with a {kind!r} box")
+    tfdt, count, offset = -1, 0, 8
+    while offset < moof_size:
+        size, kind = _BOX.unpack_from(fragment, offset)
+        if kind == b"traf":
+            child = offset + 8
+            while child < offset + size:
+                child_size, child_kind = _BOX.unpack_from(fragment, child)
+                if child_kind == b"tfdt":
+                    tfdt = child
+                elif child_kind == b"trun":
+                    count += _U32.unpack_from(fragment, child + 12)[0]
+                child += max(child_size, 8)
+        offset += max(size, 8)
+    if tfdt < 0:
+        raise ValueError("mp4 fragment without a decode time (tfdt)")
+    return tfdt, fragment[tfdt + 8], count

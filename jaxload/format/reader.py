@@ -1,0 +1,336 @@
+"""Reading a jaxload dataset: its metadata tables and its shards, checked as they load.
+
+Every part of jaxload that reads a converted dataset (the map-style dataset, doctor, stats,
+speed buckets, autotune probes, the converter's final assembly) goes through this module,
+so a change of the on-disk layout (`jaxload.format.layout`) touches one reader.
+
+    files = DatasetFiles("out/demo")
+    files.info.fps, len(files.episodes)
+    for row, frames in files.iter_frame_rows():   # structured arrays, episode by episode
+        ...
+    init, gop = files.read_gop(row=0, camera="observation.images.top", segment=0)
+
+Errors are `DatasetError`s naming the file (and episode where there is one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jaxload.errors import DatasetError
+from jaxload.format import layout
+from jaxload.format.layout import DatasetInfo, read_info
+
+# Frame-block records per read when streaming every frame (stats): few calls, bounded memory.
+READ_BLOCKS = 64
+
+
+def read_parquet(path: str | os.PathLike, columns: Sequence[str] | None = None) -> Any:
+    """A metadata parquet file as a pyarrow Table; a DatasetError naming it when it is
+    missing or unreadable."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing; is {path.parent.parent} a jaxload dataset?")
+    try:
+        return pq.read_table(path, columns=list(columns) if columns is not None else None)
+    except Exception as e:  # pyarrow raises several types for corrupt files
+        raise DatasetError(f"{path}: unreadable parquet ({e})") from e
+
+
+def read_tasks(root: str | os.PathLike) -> dict[int, str]:
+    """task_index -> task string (meta/tasks.parquet)."""
+    table = read_parquet(Path(root) / layout.TASKS_PATH, ["task_index", "task"])
+    return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist(), strict=True))
+
+
+def open_shard(path: str | os.PathLike) -> Any:
+    """An ArrayRecordReader over one shard (or a converter part file), with jaxload's
+    explicit reader options; a DatasetError naming the file when it is missing or corrupt."""
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    if not os.path.isfile(path):
+        raise DatasetError(f"{path}: shard file missing")
+    try:
+        return ArrayRecordReader(str(path), layout.READER_OPTIONS)
+    except Exception as e:  # array_record raises RuntimeError/ValueError on corruption
+        raise DatasetError(f"{path}: corrupt shard ({e})") from e
+
+
+@dataclasses.dataclass(frozen=True)
+class Episodes:
+    """meta/episodes.parquet as numpy columns, one row per episode in source order.
+
+    `record_start[cam]` is the record of the camera's init segment in the episode's shard;
+    its GOP records follow (`layout.segment_record`). `segment_starts[cam][row]` is the
+    first frame of each GOP.
+    """
+
+    root: str
+    index: np.ndarray  # episode_index
+    length: np.ndarray
+    shard: np.ndarray
+    frames_record_start: np.ndarray
+    tasks: list[list[str]]
+    record_start: dict[str, np.ndarray]
+    segment_starts: dict[str, list[np.ndarray]]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def take(self, rows: np.ndarray) -> Episodes:
+        """The episodes at `rows` (positions in this table), in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return dataclasses.replace(
+            self,
+            index=self.index[rows],
+            length=self.length[rows],
+            shard=self.shard[rows],
+            frames_record_start=self.frames_record_start[rows],
+            tasks=[self.tasks[r] for r in rows],
+            record_start={c: v[rows] for c, v in self.record_start.items()},
+            segment_starts={c: [v[r] for r in rows] for c, v in self.segment_starts.items()},
+        )
+
+    def where(self, row: int) -> str:
+        """Where episode `row` lives, for error messages: its shard file and episode index."""
+        path = os.path.join(self.root, layout.shard_path(int(self.shard[row])))
+        return f"{path}: episode {int(self.index[row])}"
+
+    def frame_records(self, row: int) -> range:
+        """Record numbers of episode `row`'s frame blocks in its shard."""
+        start = int(self.frames_record_start[row])
+        return range(start, start + layout.num_blocks(int(self.length[row])))
+
+    def camera_records(self, row: int, camera: str) -> range:
+        """Record numbers of a camera's init segment and GOPs for episode `row`."""
+        start = int(self.record_start[camera][row])
+        count = layout.camera_record_count(len(self.segment_starts[camera][row]))
+        return range(start, start + count)
+
+    def records_end(self, row: int) -> int:
+        """One past the last record episode `row` uses in its shard."""
+        ends = [self.frame_records(row).stop]
+        ends += [self.camera_records(row, c).stop for c in self.record_start]
+        return max(ends)
+
+
+def read_episodes(root: str | os.PathLike, info: DatasetInfo) -> Episodes:
+    """meta/episodes.parquet of the dataset at `root`, checked against its info.json.
+
+    A table that contradicts info.json (episode or frame totals, a length < 1, a shard out
+    of range, repeated episode indices, GOP tables that do not start at frame 0 and rise
+    within the episode) raises a DatasetError naming the file: a corrupt table must not
+    shift which frames are served.
+    """
+    path = Path(root) / layout.EPISODES_PATH
+    table = read_parquet(path)
+    missing = [c for c in episode_columns(info.cameras) if c not in table.column_names]
+    if missing:
+        raise DatasetError(f"{path}: columns {missing} missing")
+
+    def ints(name: str) -> np.ndarray:
+        return table[name].to_numpy(zero_copy_only=False).astype(np.int64)
+
+    episodes = Episodes(
+        root=str(root),
+        index=ints("episode_index"),
+        length=ints("length"),
+        shard=ints("shard"),
+        frames_record_start=ints("frames_record_start"),
+        tasks=[list(t or ()) for t in table["tasks"].to_pylist()],
+        record_start={c: ints(layout.segment_column(c, "record_start")) for c in info.cameras},
+        segment_starts={
+            c: [
+                np.asarray(s, dtype=np.int64)
+                for s in table[layout.segment_column(c, "segment_starts")].to_pylist()
+            ]
+            for c in info.cameras
+        },
+    )
+    _check_episodes(path, episodes, info)
+    return episodes
+
+
+def _check_episodes(path: Path, episodes: Episodes, info: DatasetInfo) -> None:
+    def bad(message: str) -> DatasetError:
+        return DatasetError(f"{path}: {message}; the table is corrupt (reconvert the dataset)")
+
+    n, lengths = len(episodes), episodes.length
+    if n != info.total_episodes or int(lengths.sum()) != info.total_frames:
+        raise bad(
+            f"{n} episodes / {int(lengths.sum())} frames, but {layout.INFO_PATH} says "
+            f"{info.total_episodes} / {info.total_frames}"
+        )
+    for name, values, low, high in (
+        ("length", lengths, 1, None),
+        ("shard", episodes.shard, 0, info.num_shards - 1),
+        ("frames_record_start", episodes.frames_record_start, 0, None),
+        *(
+            (f"{layout.segment_column(c, 'record_start')}", v, 0, None)
+            for c, v in episodes.record_start.items()
+        ),
+    ):
+        out = (values < low) | (values > high if high is not None else False)
+        if out.any():
+            row = int(np.flatnonzero(out)[0])
+            raise bad(f"episode {int(episodes.index[row])} has {name} {int(values[row])}")
+    if len(np.unique(episodes.index)) != n:
+        raise bad("an episode_index appears twice")
+    for cam, per_episode in episodes.segment_starts.items():
+        for row, starts in enumerate(per_episode):
+            if not (
+                len(starts)
+                and starts[0] == 0
+                and np.all(np.diff(starts) > 0)
+                and starts[-1] < lengths[row]
+            ):
+                raise bad(
+                    f"episode {int(episodes.index[row])}, camera {cam}: GOP starts "
+                    f"{starts.tolist()[:8]} do not tile its {int(lengths[row])} frames"
+                )
+
+
+def episode_columns(cameras: Sequence[str] | Mapping[str, Any]) -> list[str]:
+    """The columns of meta/episodes.parquet for these cameras (what the reader needs)."""
+    columns = ["episode_index", "length", "tasks", "shard", "frames_record_start"]
+    for cam in cameras:
+        columns += [
+            layout.segment_column(cam, "record_start"),
+            layout.segment_column(cam, "segment_starts"),
+        ]
+    return columns
+
+
+class ShardReaders:
+    """Readers of a dataset's shards, one set per thread (ArrayRecord readers are not
+    shared across threads), reopened after pickling (each process opens its own)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = str(root)
+        self._local = threading.local()
+
+    def path(self, shard: int) -> str:
+        return os.path.join(self.root, layout.shard_path(shard))
+
+    def get(self, shard: int) -> Any:
+        readers = self._local.__dict__.setdefault("readers", {})
+        if shard not in readers:
+            readers[shard] = open_shard(self.path(shard))
+        return readers[shard]
+
+    def read(self, shard: int, records: Sequence[int]) -> list[bytes]:
+        """Records of one shard, in one batched call."""
+        try:
+            return self.get(shard).read([int(r) for r in records])
+        except DatasetError:
+            raise
+        except Exception as e:  # array_record: RuntimeError on a bad chunk or an index past the end
+            raise DatasetError(f"{self.path(shard)}: cannot read records ({e})") from e
+
+    def read_requests(
+        self, requests: Mapping[Any, tuple[np.ndarray, np.ndarray]]
+    ) -> tuple[list[bytes], dict[Any, np.ndarray]]:
+        """Reads every requested (shard, record) once, with one batched call per shard.
+
+        `requests` maps a key to (shard, record) arrays (broadcast together). Returns the
+        unique records and, per key, an array of the request's shape holding each (shard,
+        record)'s position in that list.
+        """
+        shapes, pairs = {}, []
+        for key, (shard, record) in requests.items():
+            shard, record = np.broadcast_arrays(shard, record)
+            shapes[key] = record.shape
+            pairs.append(np.stack([shard.ravel(), record.ravel()], axis=1))
+        unique, inverse = np.unique(np.concatenate(pairs), axis=0, return_inverse=True)
+        records: list[bytes] = [b""] * len(unique)
+        for shard in np.unique(unique[:, 0]):
+            rows = np.flatnonzero(unique[:, 0] == shard)
+            for row, data in zip(rows, self.read(int(shard), unique[rows, 1]), strict=True):
+                records[row] = data
+        slots, start = {}, 0
+        inverse = inverse.reshape(-1)
+        for key, shape in shapes.items():
+            size = int(np.prod(shape))
+            slots[key] = inverse[start : start + size].reshape(shape)
+            start += size
+        return records, slots
+
+    def close(self) -> None:
+        """Closes this thread's readers."""
+        for reader in self._local.__dict__.pop("readers", {}).values():
+            reader.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root": self.root}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.root = state["root"]
+        self._local = threading.local()
+
+
+class DatasetFiles:
+    """A converted dataset's metadata and shards: the one reader of the on-disk format."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = str(root)
+        self.info = read_info(root)
+        self.episodes = read_episodes(root, self.info)
+        self.readers = ShardReaders(root)
+
+    def tasks(self) -> dict[int, str]:
+        return read_tasks(self.root)
+
+    def frame_rows(self, row: int) -> np.ndarray:
+        """Every frame of episode `row` as a structured array (`info.frame_dtype`)."""
+        return np.concatenate(list(self._episode_rows(row, READ_BLOCKS)))
+
+    def iter_frame_rows(
+        self, rows: Sequence[int] | None = None, *, blocks_per_read: int = READ_BLOCKS
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(row, frames) for every episode (or `rows`), `blocks_per_read` frame blocks at
+        a time, checked to hold whole frames and exactly the episode's length."""
+        try:
+            for row in range(len(self.episodes)) if rows is None else rows:
+                for frames in self._episode_rows(row, blocks_per_read):
+                    yield row, frames
+        finally:
+            self.readers.close()
+
+    def _episode_rows(self, row: int, blocks_per_read: int) -> Iterator[np.ndarray]:
+        dtype, ep = self.info.frame_dtype, self.episodes
+        ids, seen = ep.frame_records(row), 0
+        for first in range(0, len(ids), blocks_per_read):
+            data = b"".join(self.readers.read(int(ep.shard[row]), ids[first:][:blocks_per_read]))
+            if len(data) % dtype.itemsize:
+                raise DatasetError(
+                    f"{ep.where(row)}: frame records of {len(data)} bytes do not hold whole "
+                    f"rows of {dtype.itemsize} bytes"
+                )
+            frames = np.frombuffer(data, dtype=dtype)
+            seen += len(frames)
+            yield frames
+        if seen != int(ep.length[row]):
+            raise DatasetError(f"{ep.where(row)}: {seen} frame rows for length {ep.length[row]}")
+
+    def read_gop(self, row: int, camera: str, segment: int) -> tuple[bytes, bytes]:
+        """(init segment, GOP record) of `camera`'s GOP number `segment` in episode `row`."""
+        first = int(self.episodes.record_start[camera][row])
+        init, gop = self.readers.read(
+            int(self.episodes.shard[row]), [first, layout.segment_record(first, segment)]
+        )
+        return init, gop
+
+    def gop_length(self, row: int, camera: str, segment: int) -> int:
+        """Frames in GOP `segment` of `camera` in episode `row` (from the segment table)."""
+        starts = self.episodes.segment_starts[camera][row]
+        end = starts[segment + 1] if segment + 1 < len(starts) else self.episodes.length[row]
+        return int(end - starts[segment])

@@ -1,0 +1,173 @@
+"""Where video is decoded: "cpu" in the Grain workers, or "cuda"/"device" in the training
+process onto the device holding each row. The rules for `decode_device="auto"` and the
+check that NVDEC can decode a dataset's codecs live here; autotune reuses them.
+
+    device, reasons = choose_decode_device(datasets)   # ("cuda" | "cpu", why)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from jaxload.errors import DatasetError
+from jaxload.pipeline.machine import MachineInfo, probe_machine
+
+log = logging.getLogger("jaxload.pipeline.decode_device")
+
+# "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any device type torchcodec
+# supports, e.g. CPU devices in tests) in the training process, onto the device that holds
+# each row of the global batch. "auto" resolves to "cuda" or "cpu".
+DECODE_DEVICES = ("cpu", "cuda", "device")
+
+
+def decide_decode_device(
+    machine: MachineInfo, codecs: set[str], decode_devices: Sequence[str], reasons: list[str]
+) -> str:
+    """ "cuda" when every GPU's NVDEC decodes every codec and torchcodec can use CUDA here,
+    else "cpu"; appends the why to `reasons`."""
+    if not codecs:
+        return "cpu"
+    if not machine.gpus:
+        reasons.append("decode on CPU: no GPU")
+        return "cpu"
+    unsupported = nvdec_unsupported(machine, codecs)
+    if unsupported:
+        reasons.append(
+            f"decode on CPU: NVDEC cannot decode {unsupported}; reconvert with "
+            "`jaxload convert --video-codec h264`"
+        )
+        return "cpu"
+    if "cuda" not in decode_devices:
+        reasons.append(
+            f"NVDEC could decode {sorted(codecs)}, but this loader decodes on {list(decode_devices)}"
+        )
+        return "cpu"
+    if not machine.torchcodec_cuda:
+        why = "cannot decode on CUDA here" if machine.torchcodec_cuda is False else "not probed"
+        reasons.append(f"decode on CPU: torchcodec CUDA decode {why}")
+        return "cpu"
+    reasons.append(f"decode on GPU: NVDEC decodes {sorted(codecs)}; workers only read bytes")
+    return "cuda"
+
+
+def nvdec_unsupported(machine: MachineInfo, codecs: set[str]) -> dict[str, list[str]]:
+    """GPU ("name (architecture)") -> codecs among `codecs` its NVDEC cannot decode."""
+    return {
+        f"{g.name} ({g.architecture})": sorted(codecs - g.nvdec_codecs)
+        for g in machine.gpus
+        if codecs - g.nvdec_codecs
+    }
+
+
+def choose_decode_device(
+    datasets: Sequence[Any], *, machine: MachineInfo | None = None
+) -> tuple[str, tuple[str, ...]]:
+    """What `make_loader(decode_device="auto")` uses: ("cuda" | "cpu", reasons).
+
+    CUDA when torchcodec decodes on a GPU here and every GPU's NVDEC handles every camera
+    codec of the datasets (A100/H100/H200 have no AV1 decoder); otherwise CPU.
+    """
+    codecs = {cam.codec for d in datasets for cam in d.info.cameras.values()}
+    machine = machine or probe_machine()
+    if machine.gpus and machine.torchcodec_cuda is None and codecs:
+        d = next(d for d in datasets if d.info.cameras)
+        machine = dataclasses.replace(
+            machine, torchcodec_cuda=probe_torchcodec_cuda(d.path, min(d.info.cameras))
+        )
+    reasons: list[str] = []
+    device = decide_decode_device(machine, codecs, ("cpu", "cuda"), reasons)
+    return device, tuple(reasons)
+
+
+def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None = None) -> None:
+    """Raises DatasetError when a GPU's NVDEC cannot decode a camera codec of the datasets."""
+    machine = machine or probe_machine()
+    by_codec: dict[str, list[str]] = {}
+    for d in datasets:
+        for key, cam in d.info.cameras.items():
+            by_codec.setdefault(cam.codec, []).append(f"{d.path}: {key}")
+    unsupported = nvdec_unsupported(machine, set(by_codec))
+    if unsupported:
+        bad = sorted({c for codecs in unsupported.values() for c in codecs})
+        raise DatasetError(
+            f"decode_device='cuda': NVDEC on {', '.join(unsupported)} cannot decode {bad} "
+            f"({'; '.join(k for c in bad for k in by_codec[c])}); reconvert with "
+            "`jaxload convert SRC OUT --video-codec h264`, or use decode_device='cpu'"
+        )
+
+
+
+
+def probe_decode(path: str, camera: str, device: str) -> None:
+    """Decodes one stored GOP of `camera` (dataset at `path`) on `device` through the
+    reader's own path (DatasetFiles -> EncodedFrames -> the decode backend); raises what
+    that raises. CI runs it on "cpu", so an error in the path itself cannot hide."""
+    import numpy as np
+
+    from jaxload.decode.frames import EncodedFrames
+    from jaxload.format.reader import DatasetFiles
+
+    files = DatasetFiles(path)
+    cam = files.info.cameras[camera]
+    row = len(files.episodes) // 2
+    init, gop = files.read_gop(row, camera, 0)
+    frames = EncodedFrames(
+        codec=cam.codec,
+        width=cam.width,
+        height=cam.height,
+        init=init,
+        gops=[gop],
+        gop_index=np.zeros((1, 1), np.int64),
+        frame_index=np.zeros((1, 1), np.int64),
+    ).decode(device, as_torch=True)
+    if tuple(frames.shape) != (1, 1, cam.height, cam.width, 3):
+        raise RuntimeError(f"probe decode gave frames of shape {tuple(frames.shape)}")
+
+
+# Messages of errors that mean "this machine cannot decode on CUDA" (no driver, a CPU-only
+# torchcodec or FFmpeg without NVDEC): those answer "no"; anything else is a bug and raises.
+_NO_CUDA_DECODE = ("cuda", "nvdec", "cuvid", "nvcuvid", "driver", "device")
+
+
+def probe_torchcodec_cuda(path: str, camera: str) -> bool:
+    """Whether torchcodec decodes a stored GOP of `camera` on CUDA here (creates a CUDA
+    context). Logged with the reason when it cannot."""
+    try:
+        import torch
+    except ImportError:
+        log.info("torchcodec CUDA decode: torch is not installed")
+        return False
+    if not torch.cuda.is_available():
+        log.info("torchcodec CUDA decode: torch sees no CUDA device")
+        return False
+    try:
+        probe_decode(path, camera, "cuda:0")
+    except (RuntimeError, ValueError, OSError) as e:
+        if not any(word in str(e).lower() for word in _NO_CUDA_DECODE):
+            raise
+        log.info("torchcodec CUDA decode unavailable: %s: %s", type(e).__name__, e)
+        return False
+    return True
+
+
+def resolve_decode_device(decode_device: str, datasets: Sequence[Any], sharding: Any) -> str:
+    """ "auto" -> "cuda" or "cpu" (logged with the reason); "cuda" -> checked against NVDEC."""
+    if decode_device not in (*DECODE_DEVICES, "auto"):
+        raise ValueError(
+            f"decode_device={decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"
+        )
+    videos = [d for d in datasets if getattr(getattr(d, "info", None), "cameras", None)]
+    if decode_device == "cuda" and videos:
+        check_cuda_decodable(videos)
+    if decode_device != "auto":
+        return decode_device
+    if not videos:
+        return "cpu"
+    device, reasons = choose_decode_device(videos)
+    if device == "cuda" and sharding is None:
+        device, reasons = "cpu", (*reasons, "no `sharding`: rows have no device to decode on")
+    log.info("decode_device='auto' -> %r: %s", device, "; ".join(reasons))
+    return device
