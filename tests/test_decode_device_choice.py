@@ -78,7 +78,7 @@ def test_explicit_cuda_with_av1_on_an_h100_is_a_clear_error(av1_dataset):
 
 
 def test_make_loader_auto_decodes_on_cpu_here_and_logs_why(dataset, caplog):
-    with caplog.at_level(logging.INFO, logger="jaxload.pipeline.loader"):
+    with caplog.at_level(logging.INFO, logger="jaxload"):
         loader = jaxload.make_loader(
             dataset,
             global_batch_size=4,
