@@ -30,7 +30,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxload
 from jaxload.checkpoint import LoaderRestore, LoaderSave
-from jaxload.pipeline.loader import make_loader
+from jaxload import make_loader
 from jaxload.transforms import Normalize
 
 HERE = Path(__file__).resolve().parent

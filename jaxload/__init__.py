@@ -9,6 +9,18 @@
     batch = next(loader)                 # global jax.Arrays
     state = loader.get_state()           # or save with Orbax: jaxload.LoaderSave(loader)
 
+Package layout (one concern per home):
+
+    format/     the on-disk format and its one reader
+    decode/     compressed frames and the decode backend (torchcodec, CPU or CUDA)
+    dataset.py  jaxload.open: map-style dataset over frames, with windows
+    sampling/   epoch permutations, mixtures, the global sample stream
+    pipeline/   make_loader: sources, options, Grain stages, hosts, decode device
+    state.py, checkpoint.py   loader state and its Orbax handler
+    stats/      normalization statistics and speed buckets;  transforms.py: Normalize
+    converters/ jaxload convert (LeRobot v2.1/v3.0 -> jaxload)
+    tools/      benchmarks, autotune, eval sharding, doctor (never imported by a trainer)
+
 Heavier pieces import lazily (the loader pulls in Grain and JAX on first use).
 """
 
@@ -28,31 +40,39 @@ __version__ = "0.1.0"
 _LAZY = {
     "make_loader": "jaxload.pipeline.loader",
     "Loader": "jaxload.pipeline.loader",
+    "DatasetSource": "jaxload.pipeline.sources",
+    "PipelineOptions": "jaxload.pipeline.options",
     "LoaderSave": "jaxload.checkpoint",
     "LoaderRestore": "jaxload.checkpoint",
     "Normalize": "jaxload.transforms",
 }
+_SUBMODULES = ("stats",)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"jaxload.{name}")
     raise AttributeError(f"module 'jaxload' has no attribute {name!r}")
 
 
 __all__ = [
     "CheckpointError",
     "DatasetError",
+    "DatasetSource",
     "JaxloadDataset",
     "JaxloadError",
     "Loader",
     "LoaderRestore",
     "LoaderSave",
     "Normalize",
+    "PipelineOptions",
     "SourceError",
     "WindowError",
     "make_loader",
     "open",
+    "stats",
 ]

@@ -138,7 +138,8 @@ class JaxloadDataset:
     def __getitems__(self, positions: Sequence[int]) -> list[Sample]:
         """Reads many samples at once: one batched read, one decoder per camera."""
         samples, videos = self.read_encoded(positions)
-        for (cam, video), images in zip(videos.items(), decode_grouped(list(videos.values()))):
+        decoded = decode_grouped(list(videos.values()))
+        for cam, images in zip(videos, decoded, strict=True):
             squeeze = not self._window_shape(cam)
             for b, sample in enumerate(samples):
                 sample[cam] = images[b, 0] if squeeze else images[b]

@@ -13,7 +13,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxload.pipeline.loader import make_loader
+from jaxload import make_loader
 
 WINDOW = {"action": [0.0, 0.1], "observation.image": [-0.1, 0.0]}
 

@@ -22,7 +22,7 @@ def main(process_id: int, port: str, ckpt: str) -> None:
     from jax.sharding import PartitionSpec as P
 
     from jaxload.checkpoint import LoaderRestore, LoaderSave
-    from jaxload.pipeline.loader import make_loader
+    from jaxload import make_loader
     from tests.fake_dataset import FakeDataset
     from tests.test_loader import LENGTHS, WINDOW
 

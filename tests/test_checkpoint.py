@@ -7,7 +7,7 @@ import pytest
 
 from jaxload.checkpoint import STATE_FILE, LoaderRestore, LoaderSave
 from jaxload.errors import CheckpointError
-from jaxload.pipeline.loader import make_loader
+from jaxload import make_loader
 from tests.fake_dataset import FakeDataset
 from tests.test_loader import LENGTHS, WINDOW, assert_batches_equal
 

@@ -8,10 +8,13 @@ are tested with the loader (tests/test_loader_lerobot.py, decode_device="device"
 
 import numpy as np
 import pytest
+from jaxload.converters.convert import convert
 
 import jaxload
-from jaxload.converters.convert import convert
+from jaxload.decode import backend
+from jaxload.decode.backend import TorchcodecBackend
 from jaxload.decode.on_device import to_jax
+from jaxload.pipeline.decode_device import probe_decode, probe_torchcodec_cuda
 from tests.lerobot_factory import decode_frame_leds, write_lerobot_v3
 
 CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}
@@ -41,20 +44,29 @@ def test_encoded_frames_decode_to_the_samples_frames(dataset):
         assert decode_frame_leds(wrist[b, 0]) == int(s["frame_index"])
 
 
-def test_one_decoder_per_camera_per_batch(dataset, monkeypatch):
-    import torchcodec.decoders
+class CountingBackend(TorchcodecBackend):
+    """The real torchcodec backend, counting the decoders opened (the decode seam)."""
 
-    created = []
-    real = torchcodec.decoders.VideoDecoder
+    def __init__(self):
+        self.opened = []
 
-    def counting(*args, **kwargs):
-        created.append(kwargs.get("device"))
-        return real(*args, **kwargs)
+    def open(self, mp4, device):
+        self.opened.append(device)
+        return super().open(mp4, device)
 
-    monkeypatch.setattr(torchcodec.decoders, "VideoDecoder", counting)
+
+def test_one_decoder_per_camera_size_per_batch(dataset):
     ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
-    ds.__getitems__(list(range(0, 54, 2)))  # 27 samples spread over every GOP
-    assert len(created) == len(CAMERAS)
+    with backend.use(CountingBackend()) as counting:
+        ds.__getitems__(list(range(0, 54, 2)))  # 27 samples spread over every GOP
+    assert counting.opened == ["cpu"] * len(CAMERAS)  # the two cameras differ in size
+
+
+def test_probe_decode_runs_the_reader_path_on_cpu(dataset):
+    # decode_device="auto" probes CUDA with this same path; on CPU it must simply work.
+    for camera in CAMERAS:
+        probe_decode(str(dataset), camera, "cpu")
+    assert probe_torchcodec_cuda(str(dataset), "observation.images.top") is False  # no GPU here
 
 
 def test_select_keeps_only_the_rows_gops(dataset):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from jaxload.errors import CheckpointError
-from jaxload.pipeline.loader import make_loader
+from jaxload import make_loader
 from jaxload.sampling.permutation import EpochOrder
 from tests.fake_dataset import FakeDataset, add_state_sum
 
@@ -231,7 +231,7 @@ def test_worker_processes_give_the_same_batches():
 SHARDED_SCRIPT = """
 import numpy as np, jax
 from jax.sharding import NamedSharding, PartitionSpec as P
-from jaxload.pipeline.loader import make_loader
+from jaxload import make_loader
 from tests.fake_dataset import FakeDataset, add_state_sum
 from tests.test_loader import LENGTHS, WINDOW
 
@@ -322,7 +322,7 @@ def test_grain_checkpoint_helper_with_worker_processes():
 
 
 def test_default_parallelism_follows_the_core_count():
-    from jaxload.pipeline.loader import split_cores
+    from jaxload.pipeline.options import split_cores
 
     # Up to 3 cores: threads in this process; then processes of ~3 cores each, at most 8.
     assert [split_cores(c) for c in (1, 2, 3)] == [(0, 2), (0, 2), (0, 3)]

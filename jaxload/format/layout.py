@@ -229,7 +229,7 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> pa.Table:
+def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> Any:
     """meta/episodes.parquet with an explicit schema (rows may come back from JSON)."""
     import pyarrow as pa
 
@@ -252,19 +252,19 @@ def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> pa
 
 
 __all__ = [
-    "Camera",
     "DATA_DIR",
-    "DatasetInfo",
     "EPISODES_PATH",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "FRAMES_PER_BLOCK",
-    "Feature",
     "INFO_PATH",
     "READER_OPTIONS",
     "STATS_PATH",
     "TASKS_PATH",
     "WRITER_OPTIONS",
+    "Camera",
+    "DatasetInfo",
+    "Feature",
     "camera_record_count",
     "content_fingerprint",
     "episodes_table",

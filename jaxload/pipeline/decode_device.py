@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jaxload.errors import DatasetError
+from jaxload.pipeline.batch_schema import rename_key
 from jaxload.pipeline.machine import MachineInfo, probe_machine
 
 log = logging.getLogger("jaxload.pipeline.decode_device")
@@ -99,8 +100,6 @@ def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None
         )
 
 
-
-
 def probe_decode(path: str, camera: str, device: str) -> None:
     """Decodes one stored GOP of `camera` (dataset at `path`) on `device` through the
     reader's own path (DatasetFiles -> EncodedFrames -> the decode backend); raises what
@@ -171,3 +170,34 @@ def resolve_decode_device(decode_device: str, datasets: Sequence[Any], sharding:
         device, reasons = "cpu", (*reasons, "no `sharding`: rows have no device to decode on")
     log.info("decode_device='auto' -> %r: %s", device, "; ".join(reasons))
     return device
+
+
+def cameras_decoded_on_device(
+    decode_device: str,
+    datasets: Sequence[Any],
+    key_maps: Sequence[Mapping[str, str]],
+    sharding: Any,
+) -> tuple[str, ...]:
+    """Camera keys (batch names) the training process decodes; () when workers decode."""
+    if decode_device == "cpu":
+        return ()
+    if sharding is None:
+        raise ValueError(
+            f"decode_device={decode_device!r} decodes each row on the device that holds it: "
+            "pass `sharding` (a NamedSharding over the batch axis)"
+        )
+    if decode_device == "cuda" and any(d.platform != "gpu" for d in sharding.addressable_devices):
+        raise ValueError("decode_device='cuda' needs GPU devices in `sharding`; use 'cpu'")
+    per_dataset = [
+        {rename_key(c, m) for c in d.camera_keys} for d, m in zip(datasets, key_maps, strict=True)
+    ]
+    cameras = set().union(*per_dataset)
+    for d, (ds, cams) in enumerate(zip(datasets, per_dataset, strict=True)):
+        if cams and not hasattr(ds, "read_encoded"):
+            raise ValueError(f"dataset {d} cannot hand over encoded video (no read_encoded)")
+        if cams != cameras:
+            raise ValueError(
+                f"decode_device={decode_device!r} needs every camera in every dataset; dataset "
+                f"{d} lacks {sorted(cameras - cams)} (use decode_device='cpu' for such mixtures)"
+            )
+    return tuple(sorted(cameras))

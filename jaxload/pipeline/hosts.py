@@ -9,6 +9,8 @@ then global position ``k*G + i`` whatever the mesh's device order.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -51,3 +53,30 @@ def sharding_for_rank(sharding, ndim: int):
 
     spec = tuple(sharding.spec)[:ndim]
     return NamedSharding(sharding.mesh, PartitionSpec(*spec))
+
+
+def this_host_rows(
+    global_batch_size: int, sharding: Any, host_index: int | None, host_count: int | None
+) -> tuple[np.ndarray, int]:
+    """This host's rows of each global batch, and the host count recorded in the state."""
+    if sharding is None:
+        index, count = resolve_hosts(host_index, host_count)
+        return host_rows(global_batch_size, index, count), count
+    import jax
+
+    if (host_index, host_count) not in ((None, None), (jax.process_index(), jax.process_count())):
+        raise ValueError(
+            "host_index/host_count simulate hosts for numpy batches; with `sharding` the rows "
+            "come from the devices of this process, so leave them unset"
+        )
+    batch_axes = sharding.spec[0] if len(sharding.spec) else None
+    axes = (
+        () if batch_axes is None else (batch_axes,) if isinstance(batch_axes, str) else batch_axes
+    )
+    shards = int(np.prod([sharding.mesh.shape[a] for a in axes]))
+    if global_batch_size % shards:
+        raise ValueError(
+            f"global_batch_size {global_batch_size} is not divisible by the {shards} batch shards "
+            f"of the sharding {sharding.spec}"
+        )
+    return sharding_rows(sharding, global_batch_size), jax.process_count()

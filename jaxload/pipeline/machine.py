@@ -60,7 +60,6 @@ _ARCH_BY_NAME = [
 ]
 
 
-
 @dataclasses.dataclass(frozen=True)
 class GpuInfo:
     """One GPU: name, memory and (when known) compute capability."""

@@ -1,0 +1,117 @@
+"""How a loader runs (never what it yields): worker processes, read threads, buffers,
+where video is decoded. Defaults come from the core count.
+
+    options = jaxload.PipelineOptions(num_workers=4, read_threads=2, prefetch=4)
+    loader = jaxload.make_loader("out/demo", global_batch_size=64, options=options)
+
+Changing any of these changes speed and memory, never a batch's content or the loader's
+state: a run saved with 2 workers restores with 8.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any
+
+from jaxload.pipeline.decode_device import DECODE_DEVICES
+
+# Cores one reader process keeps busy. Its threads decode outside the GIL but hold it for
+# ~30% of each batch at 96x128 (reads, windows, building the mp4, collation; ~7% at
+# 480x640), so threads beyond ~3 per process mostly wait (benchmarks/profile_loader.py).
+CORES_PER_PROCESS = 3
+MAX_WORKERS = 8
+# Knobs that take integers, and the smallest value each accepts.
+_MINIMUM = {"num_workers": 0, "read_threads": 1, "worker_buffer_size": 1, "prefetch": 1}
+
+
+def split_cores(cores: int) -> tuple[int, int]:
+    """(num_workers, read_threads) that keep `cores` cores reading and decoding.
+
+    Up to CORES_PER_PROCESS cores: threads in the training process, no worker processes
+    (on 2 cores they served as many samples/s as 2 workers at 96x128 and 34-37% more at
+    480x640: no shared-memory page faults, no pickling, and a first batch 1.2-1.5 s
+    sooner, without workers importing torch). Beyond that,
+    ceil(cores / CORES_PER_PROCESS) workers (at most MAX_WORKERS) sharing the cores as
+    read threads.
+    """
+    cores = max(1, int(cores))
+    if cores <= CORES_PER_PROCESS:
+        return 0, max(2, cores)
+    workers = min(MAX_WORKERS, math.ceil(cores / CORES_PER_PROCESS))
+    return workers, math.ceil(cores / workers)
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineOptions:
+    """Pipeline knobs; None means "choose from this machine" (see `resolve`).
+
+    Attributes:
+        num_workers: Grain worker processes; 0 reads in the training process.
+        read_threads: read threads per process.
+        worker_buffer_size: batches each worker keeps ready.
+        prefetch: batches the final prefetch thread keeps ready.
+        decode_device: "cpu" (in the readers), "cuda" (NVDEC in the training process, onto
+            each row's GPU), "device" (any device torchcodec decodes on), or "auto".
+        autotune: fill the knobs left None from measurements (`jaxload.tools.autotune`).
+    """
+
+    num_workers: int | None = None
+    read_threads: int | None = None
+    worker_buffer_size: int | None = None
+    prefetch: int | None = None
+    decode_device: str = "cpu"
+    autotune: bool = False
+
+    def __post_init__(self) -> None:
+        for name, low in _MINIMUM.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low} (or None), got {value!r}")
+        if self.decode_device not in (*DECODE_DEVICES, "auto"):
+            raise ValueError(
+                f"decode_device={self.decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"
+            )
+
+    @property
+    def explicit(self) -> tuple[str, ...]:
+        """The knobs the caller set (autotune keeps them); "cpu", the contract's default
+        decode device, is not a choice."""
+        names = [n for n in _MINIMUM if getattr(self, n) is not None]
+        if self.decode_device != "cpu":
+            names.append("decode_device")
+        return tuple(sorted(names))
+
+    def merged(self, **shorthand: Any) -> PipelineOptions:
+        """These options with make_loader's keyword shorthands (`num_workers=2`, ...) set;
+        a knob given both ways must agree."""
+        given = {k: v for k, v in shorthand.items() if v is not None}
+        if given.get("decode_device") == "cpu":
+            del given["decode_device"]
+        clash = {
+            k: (getattr(self, k), v)
+            for k, v in given.items()
+            if k in self.explicit and getattr(self, k) != v
+        }
+        if clash:
+            raise ValueError(f"set both in `options` and as make_loader arguments: {clash}")
+        return dataclasses.replace(self, **given)
+
+    def resolve(self, cores: int | None = None) -> PipelineOptions:
+        """Every knob set: the ones left None from `split_cores` on this machine's cores."""
+        kw: dict[str, Any] = {}
+        if self.num_workers is None:
+            workers, threads = split_cores(cores or os.cpu_count() or 2)
+            kw["num_workers"] = workers
+            if self.read_threads is None:
+                kw["read_threads"] = threads
+        elif self.read_threads is None:
+            kw["read_threads"] = 2
+        if self.worker_buffer_size is None:
+            kw["worker_buffer_size"] = 2
+        if self.prefetch is None:
+            kw["prefetch"] = 2
+        return dataclasses.replace(self, **kw)
