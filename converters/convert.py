@@ -103,8 +103,9 @@ def convert(
     `hub_client` / `filesystem` replace huggingface_hub / the URL's fsspec filesystem.
 
     Example:
-        >>> report = convert("lerobot/pusht", "out/pusht", workers=8)
-        >>> print(report.summary())
+        >>> report = convert("data/demo", "out/demo_copy", workers=1, progress=False)
+        >>> report.episodes, jaxload.open("out/demo_copy").fps
+        (4, 10)
     """
     started = time.perf_counter()
     out = Path(out)

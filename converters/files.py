@@ -6,9 +6,10 @@ metadata first and then, per episode, just that episode's data and video files. 
 copies land in a cache directory, written under a temp name and renamed, so a cache
 never holds a torn file. The hub has its own implementation in `converters/hub.py`.
 
-Example:
-    >>> files = open_files("gs://bucket/lerobot/pusht", cache_dir="/tmp/cache")
-    >>> info = json.loads(files.local("meta/info.json").read_text())
+Example::
+
+    files = open_files("gs://bucket/lerobot/pusht", cache_dir="/tmp/cache")
+    info = json.loads(files.local("meta/info.json").read_text())
 """
 
 from __future__ import annotations

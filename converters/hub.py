@@ -9,9 +9,10 @@ the converter's `RetryPolicy` (`converters/remote.py`).
 The network sits behind the small `HubClient` protocol so tests can stand a local
 directory in for the hub (there is no network where the tests run).
 
-Example:
-    >>> files = HubFiles("lerobot/pusht", revision="main", cache_dir="/tmp/hf")
-    >>> files.local("meta/info.json")
+Example::
+
+    files = HubFiles("lerobot/pusht", revision="main", cache_dir="/tmp/hf")
+    files.local("meta/info.json")
 """
 
 from __future__ import annotations

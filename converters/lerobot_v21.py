@@ -40,10 +40,10 @@ DEFAULT_CHUNKS_SIZE = 1000
 class LeRobotV21Source(LeRobotSource):
     """A LeRobot v2.1 dataset (a directory, or any `Files`).
 
-    Example:
-        >>> src = LeRobotV21Source("data/aloha_v21")
-        >>> src.episode(3).start   # global index of its first frame: cumulative lengths
-        1200
+    Example::
+
+        src = LeRobotV21Source("data/aloha_v21")
+        src.episode(3).start   # global index of its first frame: cumulative lengths
     """
 
     SUPPORTED_VERSIONS = SUPPORTED_VERSIONS

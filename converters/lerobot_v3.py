@@ -38,10 +38,11 @@ class LeRobotV3Source(LeRobotSource):
     """A LeRobot v3.0 dataset (a directory, or any `Files`).
 
     Example:
-        >>> src = LeRobotV3Source("data/pusht")
+        >>> src = LeRobotV3Source("data/demo")
         >>> src.fps, src.num_episodes, src.camera_keys
-        (10, 206, ['observation.image'])
-        >>> table = src.episode_frames(0)   # pyarrow.Table of the episode's rows
+        (10, 4, ['observation.images.top'])
+        >>> src.episode_frames(0).num_rows   # a pyarrow.Table of the episode's rows
+        5
     """
 
     SUPPORTED_VERSIONS = SUPPORTED_VERSIONS

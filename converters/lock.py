@@ -6,8 +6,8 @@ behind and the next run resumes at once. A second converter on the same output i
 refused with the holder's pid and host instead of interleaving its writes.
 
 Example:
-    >>> with JobLock(Path(".out.partial"), what="out"):
-    ...     ...  # convert
+    >>> with JobLock(Path("out/.demo.partial"), what="out/demo"):
+    ...     pass  # convert
 """
 
 from __future__ import annotations

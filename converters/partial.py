@@ -18,9 +18,10 @@ Every record is written durably and atomically: a unique temp name, fsync, `os.r
 fsync of the directory. A unit counts as done only once its part is in place and then
 its record, so a SIGKILL between any two steps leaves either a finished unit or none.
 
-Example:
-    >>> state = JobState.open(partial_dir(out), plan_document, restart=False)
-    >>> state.done_units()        # {unit index: manifest record}
+Example::
+
+    state = JobState.open(partial_dir(out), plan_document, restart=False)
+    state.done_units()        # {unit index: manifest record}
 """
 
 from __future__ import annotations

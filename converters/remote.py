@@ -7,9 +7,10 @@ missing file (404), an authentication problem (401/403) or anything else fails a
 because waiting cannot fix it. Corrupt data is found by the readers after the fetch and
 is never retried either.
 
-Example:
-    >>> policy = RetryPolicy(attempts=5)
-    >>> data = call_with_retries(lambda: fs.cat_file(url), what=url, policy=policy)
+Example::
+
+    policy = RetryPolicy(attempts=5)
+    data = call_with_retries(lambda: fs.cat_file(url), what=url, policy=policy)
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ SRC is one of
     local directory of that name exists.
 The layout is read from meta/info.json: codebase v3.0, or v2.1/v2.0.
 
-Example:
-    >>> source = open_source("lerobot/pusht", revision="main", cache_dir="/tmp/cache")
-    >>> source.codebase_version, source.num_episodes
-    ('v3.0', 206)
+Example::
+
+    source = open_source("lerobot/pusht", revision="main", cache_dir="/tmp/cache")
+    source.codebase_version, source.num_episodes      # ('v3.0', 206)
 """
 
 from __future__ import annotations

@@ -31,10 +31,12 @@ class JaxloadDataset:
     episodes selected it is the frame whose LeRobot `index` is `i`.
 
     Example:
-        >>> ds = jaxload.open("out/pusht", delta_timestamps={"action": [0.0, 0.1, 0.2]})
+        >>> ds = jaxload.open("out/demo", delta_timestamps={"action": [0.0, 0.1, 0.2]})
         >>> sample = ds[0]
         >>> sample["action"].shape, sample["action_is_pad"]
-        ((3, 2), array([False, False, False]))
+        ((3, 4), array([False, False, False]))
+        >>> sample["observation.images.top"].shape, sample["task"]
+        ((48, 64, 3), 'pick up the cube and put it in the bowl')
 
     Instances are picklable and thread-safe (each thread opens its own file readers and
     decoders), so they serve directly as a Grain `RandomAccessDataSource`.
@@ -250,9 +252,9 @@ def open(
     """Opens a converted jaxload dataset as a map-style dataset over frames.
 
     Example:
-        >>> ds = jaxload.open("out/demo", delta_timestamps={"action": [k / 30 for k in range(16)]})
+        >>> ds = jaxload.open("out/demo", delta_timestamps={"action": [k / 10 for k in range(16)]})
         >>> len(ds), ds[0]["action"].shape
-        (1247, (16, 8))
+        (20, (16, 4))
 
     `speed=True` adds the key "speed": the episode's per-task speed bucket (0, 10, ..., 100,
     see jaxload.stats.speed), computed once per dataset and stored in its metadata.

@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import time
 import tracemalloc
 
 import numpy as np
@@ -190,19 +189,19 @@ def test_same_order_in_a_fresh_process():
 
 
 def test_index_is_o_episodes_at_scale():
-    # 10^9 frames in 10^6 episodes: index in well under a second and a few tens of MB.
+    # 10^9 frames in 10^6 episodes: the index is O(episodes) (a few tens of MB, never one
+    # entry per frame), and a query allocates O(query), not O(epoch). Memory, not time, is
+    # asserted: it is exact on any machine (speed lives in benchmarks/).
     lengths = np.full(10**6, 1000, np.int64)
     tracemalloc.start()
-    t0 = time.perf_counter()
     order = EpochOrder(lengths, seed=0, drop_n_first_frames=2, drop_n_last_frames=3)
-    build = time.perf_counter() - t0
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    held, peak = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
     assert order.num_anchors == 995 * 10**6
-    assert build < 0.5, build
     assert peak < 40e6, peak
-    t0 = time.perf_counter()
     pos = order.positions(np.arange(10**9 - 4096, 10**9 + 4096))  # spans an epoch boundary
-    assert time.perf_counter() - t0 < 0.5
+    _, query_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert query_peak - held < 4e6, query_peak - held  # 8,192 positions: ~2 MB here
     frame = pos % 1000
     assert frame.min() >= 2 and frame.max() <= 996

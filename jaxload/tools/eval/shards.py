@@ -12,11 +12,12 @@ count nor the shard, two episodes never share a stream (distinct spawn keys give
 independent SeedSequences), and a rerun of one episode reproduces it. `seed` is that
 sequence's first 64 bits as an int, for simulators that take an integer.
 
-Example (in the evaluation script, launched by `jaxload eval-parallel`):
-    >>> shard = shard_episodes("out/pusht", num_shards=int(os.environ["JAXLOAD_NUM_SHARDS"]),
-    ...                        shard_id=int(os.environ["JAXLOAD_SHARD_ID"]))
-    >>> for episode, seed in zip(shard.episodes, shard.seeds):
-    ...     rollout(episode, rng=np.random.default_rng(seed))
+Example (in the evaluation script, launched by `jaxload eval-parallel`)::
+
+    shard = shard_episodes("out/pusht", num_shards=int(os.environ["JAXLOAD_NUM_SHARDS"]),
+                           shard_id=int(os.environ["JAXLOAD_SHARD_ID"]))
+    for episode, seed in zip(shard.episodes, shard.seeds):
+        rollout(episode, rng=np.random.default_rng(seed))
 """
 
 from __future__ import annotations
