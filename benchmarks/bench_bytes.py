@@ -60,7 +60,7 @@ def bytes_per_sample(ds, positions: np.ndarray) -> np.ndarray:
 def measure(path: Path) -> dict:
     """Short- vs long-episode bytes per sample for one dataset."""
     import jaxload
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     ds = jaxload.open(path, delta_timestamps=bench.bench_windows(path))
     ds[0]  # opens the shard reader (reads its index once)
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             f"of {lg['episode_lengths']} frames (ratio {r['long_over_short']:.2f}; worst sample "
             f"{100 * r['long_max_share_of_episode']:.1f}% of a long episode's bytes)"
         )
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     doc = {
         "command": "python benchmarks/bench_bytes.py " + " ".join(argv or sys.argv[1:]),

@@ -40,9 +40,9 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import bench_data  # noqa: E402
+from jaxload.balance import imbalance  # noqa: E402
 from jaxload.converters.convert import convert  # noqa: E402
 from jaxload.converters.plan import balance, plan_units  # noqa: E402
-from jaxload.balance import imbalance  # noqa: E402
 
 BALANCE_WORKERS = (2, 4, 8, 16)
 

@@ -51,7 +51,7 @@ def random_access_cost(
     is the figure least disturbed by other load on a shared machine.
     """
     import jaxload
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     ds = jaxload.open(path, delta_timestamps=bench.bench_windows(path))
     rng = np.random.default_rng(seed)
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         "--large", action="store_true", help="a 3-episode 480x640 source instead (~1,000 frames)"
     )
     args = parser.parse_args(argv)
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     spec = specs_for(args.quick)["small"] if args.quick else LARGE_SPEC if args.large else SPEC
     rows = []

@@ -34,8 +34,8 @@ def rss_per_epoch(
     path: str, episodes: list[int], num_workers: int, batch_size: int, epochs: int
 ) -> dict:
     """In this process: run `epochs` epochs, return peak/last RSS and wall time per epoch."""
-    from jaxload.tools.bench import harness as bench
     from jaxload.pipeline.loader import make_loader
+    from jaxload.tools import bench
 
     windows = bench.bench_windows(path)
     boundaries = []  # perf_counter time at which each epoch's last batch arrived
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--quick", action="store_true", help="the tiny dataset of run.py --quick")
     args = parser.parse_args(argv)
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     spec = specs_for(args.quick)["small"]
     _, path = bench_data.prepare(spec, args.cache, workers=2)

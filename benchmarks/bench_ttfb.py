@@ -70,7 +70,7 @@ def time_first_batch(
     """In this (fresh) process: seconds for make_loader() and for the first next()
     (`preimport`: the decoding libraries imported before the clock starts)."""
     import jaxload.pipeline.loader
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     if preimport:
         import av  # noqa: F401
@@ -100,7 +100,7 @@ def measure(
     path: Path, workers: list[int], batch_size: int, repeats: int, preimport: bool = False
 ) -> list[dict]:
     """Median over `repeats` fresh processes, per worker count."""
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     rows = []
     for n in workers:
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="20 episodes instead of 1,000")
     args = parser.parse_args(argv)
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     spec = QUICK_SPEC if args.quick else SPEC
     src, path = bench_data.prepare(spec, args.cache, workers=2)

@@ -8,9 +8,9 @@ Three measurements on each benchmark dataset, with the benchmark's windows and b
 1. The work one Grain worker does per batch (`ReadBatch.map`: read + decode + collate),
    run in this process on one thread, with timers around each stage: ArrayRecord reads
    (`ArrayRecordReader.read`), assembling the batch's mp4 from its GOP fragments
-   (`jaxload.format.mp4.build_mp4`), torchcodec decoder creation (`VideoDecoder(...)`),
-   decoding (`get_frames_at`), collation (`BatchSchema.collate`), and the rest of the
-   reader's Python ("other").
+   (`jaxload.format.mp4.build_mp4`), torchcodec decoder creation (the decode backend's
+   `open`, `jaxload.decode.backend`), decoding (`frames_at`), collation
+   (`BatchSchema.collate`), and the rest of the reader's Python ("other").
 2. IPC alone: the same pipeline shape (Grain `mp_prefetch` with the same workers and the
    loader's options: arrays under 64 KiB pickled, larger ones through shared memory, plain
    views in this process) carrying a ready-made batch of the same shapes, so it measures
@@ -29,9 +29,10 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -41,6 +42,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks import bench_data  # noqa: E402
 from benchmarks.run import specs_for  # noqa: E402
+from jaxload.decode.backend import OpenStream, TorchcodecBackend  # noqa: E402
 
 STAGES = ("arrayrecord_read", "build_mp4", "decoder_create", "decode", "collate", "other")
 
@@ -71,66 +73,70 @@ class Timers:
 
 @contextlib.contextmanager
 def instrumented(timers: Timers) -> Iterator[None]:
-    """Timers around the reader's stages: the classes and functions it uses are swapped for
-    timed ones where they are defined and in jaxload's modules (`jaxload.tools.bench.harness.patched`)."""
-    from jaxload.tools.bench.harness import patched
+    """Timers around the reader's stages, in this process.
+
+    Decoding goes through a timed decode backend (`jaxload.decode.backend.use`). Reads and
+    the mp4 assembly have no such seam: the one function that opens shards
+    (`jaxload.format.reader.open_shard`) and `build_mp4` where the decode calls it
+    (`jaxload.decode.frames`) are swapped for timed ones, and restored on exit.
+    """
+    from jaxload.decode import backend, frames
+    from jaxload.format import reader
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(
-            patched(
-                "array_record.python.array_record_module",
-                "ArrayRecordReader",
-                _timed_reader(timers),
-            )
+            mock.patch.object(reader, "open_shard", _timed_open_shard(timers, reader.open_shard))
         )
-        stack.enter_context(patched("torchcodec.decoders", "VideoDecoder", _timed_decoder(timers)))
         stack.enter_context(
-            patched("jaxload.decode.frames", "build_mp4", lambda f: timers.wrap("build_mp4", f))
+            mock.patch.object(frames, "build_mp4", timers.wrap("build_mp4", frames.build_mp4))
         )
+        stack.enter_context(backend.use(TimedBackend(timers)))
         yield
 
 
-def _timed_reader(timers: Timers) -> Callable[[type], type]:
-    def wrap(real: type) -> type:
-        class TimedReader:
-            def __init__(self, *args: Any) -> None:
-                self._reader = real(*args)
+def _timed_open_shard(timers: Timers, open_shard: Callable[..., Any]) -> Callable[..., Any]:
+    """`open_shard` returning readers whose `read` is timed as "arrayrecord_read"."""
 
-            def read(self, *args: Any) -> Any:
-                with timers.time("arrayrecord_read"):
-                    return self._reader.read(*args)
+    class TimedReader:
+        def __init__(self, reader: Any) -> None:
+            self._reader = reader
 
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self._reader, name)
+        def read(self, *args: Any) -> Any:
+            with timers.time("arrayrecord_read"):
+                return self._reader.read(*args)
 
-        return TimedReader
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._reader, name)
 
-    return wrap
+    return lambda *args, **kwargs: TimedReader(open_shard(*args, **kwargs))
 
 
-def _timed_decoder(timers: Timers) -> Callable[[type], type]:
-    def wrap(real: type) -> type:
-        class TimedDecoder:
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                with timers.time("decoder_create"):
-                    self._decoder = real(*args, **kwargs)
+class TimedBackend(TorchcodecBackend):
+    """The default decode backend, timed: opening an mp4 as "decoder_create" (torchcodec's
+    decoder is made there), each `frames_at` as "decode"."""
 
-            def get_frames_at(self, *args: Any, **kwargs: Any) -> Any:
-                with timers.time("decode"):
-                    return self._decoder.get_frames_at(*args, **kwargs)
+    def __init__(self, timers: Timers) -> None:
+        self.timers = timers
 
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self._decoder, name)
+    def open(self, mp4: bytes, device: str) -> OpenStream:
+        with self.timers.time("decoder_create"):
+            stream = super().open(mp4, device)
+        return _TimedStream(stream, self.timers)
 
-        return TimedDecoder
 
-    return wrap
+class _TimedStream:
+    def __init__(self, stream: OpenStream, timers: Timers) -> None:
+        self._stream, self._timers = stream, timers
+
+    def frames_at(self, indices: Sequence[int]) -> Any:
+        with self._timers.time("decode"):
+            return self._stream.frames_at(indices)
 
 
 def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) -> dict:
     """Per-batch seconds of each stage of ReadBatch.map, one thread, this process."""
-    from jaxload.tools.bench import harness as bench
     from jaxload.pipeline.loader import make_loader
+    from jaxload.tools import bench
 
     windows = bench.bench_windows(path)
     loader = make_loader(
@@ -178,7 +184,7 @@ class ConstantBatch:
 
     def __call__(self, _: int) -> dict[str, Any]:
         from jaxload.pipeline import shared_batch
-        from jaxload.pipeline.loader import MIN_SHM_BYTES
+        from jaxload.pipeline.stages import MIN_SHM_BYTES
 
         out: dict[str, Any] = {}
         for key, value in self.batch.items():
@@ -195,8 +201,8 @@ def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> 
     work: the loader's transport (shared-memory slots for the large arrays)."""
     import grain
 
-    from jaxload.tools.bench.harness import measure_iterator
-    from jaxload.pipeline.loader import MIN_SHM_BYTES, OpenSlots
+    from jaxload.pipeline.stages import MIN_SHM_BYTES, OpenSlots
+    from jaxload.tools.bench import measure_iterator
 
     def make() -> Iterator[Any]:
         ds = grain.MapDataset.range(10**9).map(ConstantBatch(batch))
@@ -229,7 +235,7 @@ def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> 
 
 
 def profile(path: Path, args: argparse.Namespace) -> dict:
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     print(f"profiling {path.name}", flush=True)
     stages = stage_breakdown(path, args.batch_size, args.batches)
@@ -292,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=30, help="batches timed per stage run")
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args(argv)
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     results = {}
     for label, spec in specs_for(args.quick, args.only).items():

@@ -307,7 +307,7 @@ def main() -> int:
     print(f"refreshed the tables in {RESULTS_MD}")
     if (HERE / "results.json").is_file():
         sys.path.insert(0, str(HERE.parent))
-        from jaxload.tools.bench import harness as bench
+        from jaxload.tools import bench
 
         bench.plot(bench.read_json(HERE / "results.json"), HERE / "results.png")
         print(f"redrew {HERE / 'results.png'}")

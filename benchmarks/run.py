@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     args = parse_args(argv)
     with_lerobot = not args.no_lerobot

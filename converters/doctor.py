@@ -20,8 +20,8 @@ from jaxload.converters import lerobot_v3, lerobot_v21
 from jaxload.converters.files import Files
 from jaxload.converters.lerobot_common import LeRobotSource, load_info, read_info
 from jaxload.converters.sources import READERS, open_files
-from jaxload.tools.doctor import CheckResult, run_checks
 from jaxload.errors import SourceError
+from jaxload.tools.doctor import CheckResult, run_checks
 
 TIMESTAMP_TOLERANCE_S = 1e-4
 

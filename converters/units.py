@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 from array_record.python.array_record_module import ArrayRecordWriter
 
+from jaxload import format as fmt
 from jaxload.converters import video
 from jaxload.converters.episode import EpisodeResult, convert_episode
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.plan import Unit
-from jaxload import format as fmt
 from jaxload.format import Feature
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import av
 import numpy as np
 
-from jaxload.errors import SourceError
 from jaxload.converters.fragments import fragment_gop
 from jaxload.decode.frames import decode_gops
+from jaxload.errors import SourceError
 from jaxload.format.mp4 import gop_num_frames
 
 CODECS = {"h264": "libx264", "hevc": "libx265"}

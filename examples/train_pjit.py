@@ -29,8 +29,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxload
-from jaxload.checkpoint import LoaderRestore, LoaderSave
 from jaxload import make_loader
+from jaxload.checkpoint import LoaderRestore, LoaderSave
 from jaxload.transforms import Normalize
 
 HERE = Path(__file__).resolve().parent

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs LeRobot 0.4.4 into .venv for the benchmark's reference pipeline
-# (LeRobotDataset + torch DataLoader, see jaxload/bench_lerobot.py). Idempotent.
+# (LeRobotDataset + torch DataLoader, see jaxload/tools/bench/lerobot.py). Idempotent.
 #
 # lerobot and torchvision go in with --no-deps: lerobot 0.4.4's pins would replace the CPU
 # torch that jaxload pins (constraints.txt), and PyPI's torchvision 0.28 wheel is a CUDA

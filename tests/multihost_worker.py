@@ -21,8 +21,8 @@ def main(process_id: int, port: str, ckpt: str) -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from jaxload.checkpoint import LoaderRestore, LoaderSave
     from jaxload import make_loader
+    from jaxload.checkpoint import LoaderRestore, LoaderSave
     from tests.fake_dataset import FakeDataset
     from tests.test_loader import LENGTHS, WINDOW
 

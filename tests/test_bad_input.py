@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import jaxload
+from jaxload.cli import main
 from jaxload.converters.convert import convert
 from jaxload.converters.partial import partial_dir
-from jaxload.cli import main
 from jaxload.errors import JaxloadError, SourceError, WindowError
 from tests.helpers import leftovers
 from tests.lerobot_factory import write_lerobot_v3

@@ -18,7 +18,8 @@ import pytest
 import jaxload
 from benchmarks import bench_data, bench_ttfb, run
 from benchmarks.bench_data import DatasetSpec, fast_render_frame
-from jaxload.tools.bench import harness as bench
+from jaxload.decode import backend
+from jaxload.tools import bench
 from jaxload.tools.bench.lerobot import lerobot_available
 from tests.lerobot_factory import render_frame
 
@@ -82,12 +83,15 @@ def test_decode_limit_replays_exactly_the_frames_the_reader_decodes(small):
     windows = bench.bench_windows(path)
     ds = jaxload.open(path, delta_timestamps=windows)
     positions = np.random.default_rng(0).integers(0, len(ds), 8)
+    before = backend.current()
     calls = bench.record_decode_calls(ds, [positions])
-    assert calls and all(isinstance(c.source, bytes | str) for c in calls)
+    assert backend.current() is before  # the recorder is uninstalled after the block
+    assert calls and all(isinstance(c.mp4, bytes) and c.device == "cpu" for c in calls)
+    assert all(c.indices for c in calls)  # every opened mp4 was asked for frames
     replayed = set()
     for call in calls:
-        for result in call():
-            for image in np.asarray(result.data):
+        for frames in call():
+            for image in np.asarray(frames):
                 replayed.add(hashlib.sha256(np.ascontiguousarray(image).tobytes()).hexdigest())
     delivered = set()
     for sample in ds.__getitems__(positions.tolist()):

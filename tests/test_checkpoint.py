@@ -5,9 +5,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
+from jaxload import make_loader
 from jaxload.checkpoint import STATE_FILE, LoaderRestore, LoaderSave
 from jaxload.errors import CheckpointError
-from jaxload import make_loader
 from tests.fake_dataset import FakeDataset
 from tests.test_loader import LENGTHS, WINDOW, assert_batches_equal
 

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import jaxload
+from jaxload.cli import main
 from jaxload.converters.convert import convert
 from jaxload.converters.lerobot_v21 import LeRobotV21Source
-from jaxload.cli import main
 from jaxload.errors import JaxloadError
 from tests.helpers import tree_bytes
 from tests.lerobot_factory import decode_frame_leds, frame_state, write_lerobot_v3

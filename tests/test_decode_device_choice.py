@@ -8,9 +8,9 @@ import pytest
 
 import jaxload
 from jaxload.converters.convert import convert
+from jaxload.errors import DatasetError
 from jaxload.pipeline.decode_device import check_cuda_decodable, choose_decode_device
 from jaxload.pipeline.machine import GpuInfo, MachineInfo
-from jaxload.errors import DatasetError
 from tests.lerobot_factory import write_lerobot_v3
 
 GiB = 2**30

@@ -8,9 +8,9 @@ are tested with the loader (tests/test_loader_lerobot.py, decode_device="device"
 
 import numpy as np
 import pytest
-from jaxload.converters.convert import convert
 
 import jaxload
+from jaxload.converters.convert import convert
 from jaxload.decode import backend
 from jaxload.decode.backend import TorchcodecBackend
 from jaxload.decode.on_device import to_jax

@@ -27,7 +27,6 @@ MODULES = sorted(
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     from jaxload.converters.convert import convert
-
     from tests.lerobot_factory import write_lerobot_v3
 
     root = tmp_path_factory.mktemp("docs")

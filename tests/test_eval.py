@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxload.converters.convert import convert
 from jaxload.balance import imbalance
 from jaxload.cli import build_parser, main
 from jaxload.commands import eval_parallel
+from jaxload.converters.convert import convert
 from jaxload.errors import JaxloadError
 from jaxload.tools.eval.shards import episode_seed, merge_results, plan_shards, shard_episodes
 

@@ -12,11 +12,11 @@ import orbax.checkpoint as ocp
 import pytest
 
 import jaxload
-from jaxload.converters.convert import convert
-from jaxload.pipeline import shared_batch
-from jaxload.checkpoint import LoaderRestore, LoaderSave
-from jaxload.errors import CheckpointError, WindowError
 from jaxload import make_loader
+from jaxload.checkpoint import LoaderRestore, LoaderSave
+from jaxload.converters.convert import convert
+from jaxload.errors import CheckpointError, WindowError
+from jaxload.pipeline import shared_batch
 from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.sampling.stream import SampleStream
 from tests.test_loader import assert_batches_equal

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from jaxload.sampling.mixture import MixtureSchedule, choose_block_size, quotas
 from jaxload.pipeline.batch_schema import BatchSchema
+from jaxload.sampling.mixture import MixtureSchedule, choose_block_size, quotas
 from jaxload.sampling.stream import SampleStream
 
 

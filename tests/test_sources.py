@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from jaxload.converters.convert import convert
 
 import jaxload
 from jaxload import DatasetSource, PipelineOptions
+from jaxload.converters.convert import convert
 from jaxload.pipeline.sources import as_sources
 from tests.lerobot_factory import write_lerobot_v3
 

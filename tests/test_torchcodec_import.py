@@ -22,7 +22,7 @@ def run_fresh(code: str) -> str:
 
 def test_plain_torchcodec_import_imports_dynamo():
     """The dependency behaviour worked around. If this fails, torchcodec no longer imports
-    torch._dynamo at import time: delete jaxload/_torchcodec.py."""
+    torch._dynamo at import time: delete jaxload/decode/torchcodec_import.py."""
     out = run_fresh(
         """
         import sys
@@ -111,3 +111,18 @@ def test_a_second_thread_waits_for_the_first_import():
         """
     )
     assert out == "VideoDecoder"
+
+
+def test_the_class_is_imported_once_then_cached():
+    # Decoding differently goes through jaxload.decode.backend, not a patched class.
+    out = run_fresh(
+        """
+        import sys
+        from jaxload.decode.torchcodec_import import video_decoder_class
+
+        first = video_decoder_class()
+        sys.modules["torchcodec.decoders"].VideoDecoder = object
+        print(video_decoder_class() is first, first.__name__)
+        """
+    )
+    assert out == "True VideoDecoder"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxload.converters.fragments import fragment_gop
-from jaxload.decode.frames import EncodedFrames, decode_grouped, decode_gops
+from jaxload.decode.frames import EncodedFrames, decode_gops, decode_grouped
 from jaxload.format.mp4 import build_mp4, gop_num_frames
 
 av = pytest.importorskip("av")

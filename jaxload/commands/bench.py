@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.tools.bench import harness as bench
+    from jaxload.tools import bench
 
     if args.lerobot_source is not None:
         from jaxload.tools.bench.lerobot import INSTALL_HINT, lerobot_available

@@ -26,26 +26,30 @@ from typing import Any
 _DYNAMO = "torch._dynamo"
 _lock = threading.Lock()
 _deferred: list[Callable[..., Any]] = []
-_imported = False  # set once torchcodec is fully imported
+_imported = False  # set once torchcodec is fully imported and `_class` holds VideoDecoder
+_class: type | None = None
 
 
 def video_decoder_class() -> type:
     """`torchcodec.decoders.VideoDecoder`, imported without `torch._dynamo` if possible.
 
-    Looked up on every call, so a patched `VideoDecoder` (benchmarks/profile_loader.py,
-    jaxload.tools.bench.harness's recorder, tests) is the one used. Thread-safe: Grain workers decode
-    from several threads, and a module another thread is still importing is already in
-    `sys.modules`, half initialised.
+    Imported once, then cached. Thread-safe: Grain workers decode from several threads,
+    and a module another thread is still importing is already in `sys.modules`, half
+    initialised, so every caller waits for the first import to finish. To decode
+    differently (timing, recording), install a backend (`jaxload.decode.backend.use`)
+    rather than patching the class.
     """
-    global _imported
+    global _imported, _class
     if not _imported:
         with _lock:
             if not _imported:
                 _import_torchcodec()
-                import torchcodec.decoders  # noqa: F401  (waits for an import under way)
+                import torchcodec.decoders  # (waits for an import under way)
 
+                _class = torchcodec.decoders.VideoDecoder
                 _imported = True
-    return sys.modules["torchcodec.decoders"].VideoDecoder
+    assert _class is not None
+    return _class
 
 
 def _import_torchcodec() -> None:

@@ -9,7 +9,8 @@ LeRobot is optional (the `bench` extra, or `bash scripts/install_lerobot.sh`); e
 here imports it lazily, so `jaxload` itself never needs it.
 
 Example:
-    >>> from jaxload.tools.bench import harness as bench, lerobot as bench_lerobot
+    >>> from jaxload.tools import bench
+    >>> from jaxload.tools.bench import lerobot as bench_lerobot
     >>> windows = bench.bench_windows("out/ds")  # the jaxload dataset converted from src/
     >>> result = bench_lerobot.measure_lerobot("src/", delta_timestamps=windows, num_workers=2)
     >>> result.samples_per_s
@@ -23,7 +24,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jaxload.tools.bench.harness import RssSampler, Throughput, _throughput, frames_per_sample, measure_iterator
+from jaxload.tools.bench.measure import RssSampler, Throughput, measure_iterator, throughput
+from jaxload.tools.bench.windows import frames_per_sample
 
 INSTALL_HINT = (
     "LeRobot is not installed. Install it for the benchmark with "
@@ -200,7 +202,7 @@ def measure_lerobot(
         )
         teardown_error = _shutdown(loaders[0])
     cameras = loaders[1].dataset.meta.video_keys
-    result = _throughput(
+    result = throughput(
         "lerobot", timing, frames_per_sample(windows, cameras), batch_size, num_workers, rss
     )
     result.details["video_backend"] = "torchcodec"
