@@ -18,15 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
-from array_record.python.array_record_module import ArrayRecordReader
 
+from jaxload import format as fmt
 from jaxload.converters.partial import JobState, crash_point, write_json_durable
 from jaxload.converters.plan import Unit
 from jaxload.converters.writer import ShardWriter
-from jaxload import format as fmt
 from jaxload.errors import JaxloadError
+from jaxload.format.reader import open_shard
 
 READ_BATCH = 256  # records per read when re-hashing a finished shard
 
@@ -148,8 +147,8 @@ def _part_episodes(state: JobState, record: dict[str, Any], cameras: Sequence[st
     unit = record["unit"]
     path = state.part_path(unit)
     try:
-        reader = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
-    except Exception as e:  # array_record raises RuntimeError/ValueError on corruption
+        reader = open_shard(path)
+    except JaxloadError as e:  # missing or corrupt: open_shard names the file
         raise _bad_part(state, unit, e) from e
     try:
         start = 0
@@ -200,7 +199,7 @@ def _row(episode: dict[str, Any], shard: int, starts: list[int], cameras: Sequen
 
 
 def _rehash(path: Path, digest) -> None:
-    reader = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
+    reader = open_shard(path)
     try:
         n = reader.num_records()
         for first in range(0, n, READ_BATCH):

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jaxload import format as fmt
 from jaxload.converters import video
 from jaxload.converters.assemble import Assembled, assemble, fidelity, reconcile, write_episodes
 from jaxload.converters.engines import Engine, make_engine
@@ -41,17 +42,23 @@ from jaxload.converters.hub import HubClient, HubFiles
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.lock import JobLock
 from jaxload.converters.partial import JobState, PlanMismatch, crash_point, partial_dir
-from jaxload.converters.plan import Unit, balance, dispatch_order, plan_document, plan_id, plan_units
+from jaxload.converters.plan import (
+    Unit,
+    balance,
+    dispatch_order,
+    plan_document,
+    plan_id,
+    plan_units,
+)
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.remote import RetryPolicy
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.tabular import features_from_schema
 from jaxload.converters.units import UnitContext, UnitResult
 from jaxload.converters.writer import DEFAULT_SHARD_BYTES
-from jaxload import format as fmt
 from jaxload.errors import JaxloadError, SourceError
 from jaxload.format import Camera, DatasetInfo, Feature
-from jaxload.stats.compute import write_stats
+from jaxload.stats import write_stats
 
 __all__ = [
     "DEFAULT_CRF",
@@ -453,7 +460,7 @@ def _write_meta(root: Path, source: LeRobotSource, rows, info: DatasetInfo) -> N
     _atomic(root / fmt.TASKS_PATH, lambda p: pq.write_table(table, p))
     fmt.write_json_atomic(root / fmt.INFO_PATH, info.to_json())
     # Normalization stats from the converted tabular data (never from video); the source's
-    # image stats are carried over (jaxload.stats.compute, docs/METADATA.md).
+    # image stats are carried over (jaxload.stats, docs/METADATA.md).
     write_stats(root, source.stats_json())
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from jaxload.stats.compute import FeatureStats, load_stats, merge_stats
+from jaxload.stats import FeatureStats, load_stats, merge_stats
 
 # mode -> the stats that map to [-1, 1] (or the mean and std of a z-score)
 MODES = {"mean_std": ("mean", "std"), "quantile": ("q01", "q99"), "min_max": ("min", "max")}
@@ -34,7 +34,7 @@ class Normalize(grain.transforms.Map):
     are skipped.
 
     Example:
-        >>> stats = jaxload.stats.compute.load_stats("out/pusht")
+        >>> stats = jaxload.stats.load_stats("out/pusht")
         >>> norm = Normalize(stats, {"observation.state": "mean_std", "action": "quantile"})
         >>> loader = jaxload.make_loader("out/pusht", global_batch_size=64, batch_transform=norm)
         >>> action = norm.unnormalize({"action": policy(batch)})["action"]

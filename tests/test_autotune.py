@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import jaxload
-from jaxload.converters.convert import convert
-from jaxload.tools.autotune import recommend as A
+import jaxload.tools.autotune as A
 from jaxload.cli import main
+from jaxload.converters.convert import convert
+from jaxload.pipeline import machine as M
 from jaxload.pipeline.loader import make_loader
 
 GiB = 2**30
@@ -78,8 +79,8 @@ def test_recommendation_on_this_machine(dataset, capsys):
     inspect.signature(make_loader).bind(dataset, global_batch_size=8, **rec.loader_kwargs())
 
 
-def _gpu_machine(gpu: A.GpuInfo, count: int = 8, **kwargs) -> A.MachineInfo:
-    return A.MachineInfo(
+def _gpu_machine(gpu: M.GpuInfo, count: int = 8, **kwargs) -> M.MachineInfo:
+    return M.MachineInfo(
         cpu_count=96,
         memory_total=1024 * GiB,
         memory_available=900 * GiB,
@@ -90,8 +91,8 @@ def _gpu_machine(gpu: A.GpuInfo, count: int = 8, **kwargs) -> A.MachineInfo:
     )
 
 
-H100 = A.GpuInfo("NVIDIA H100 80GB HBM3", 80 * GiB, (9, 0))
-L4 = A.GpuInfo("NVIDIA L4", 24 * GiB, (8, 9))
+H100 = M.GpuInfo("NVIDIA H100 80GB HBM3", 80 * GiB, (9, 0))
+L4 = M.GpuInfo("NVIDIA L4", 24 * GiB, (8, 9))
 
 
 def test_simulated_gpu_inventory(probe, capsys):
@@ -136,7 +137,7 @@ def test_av1_needs_an_nvdec_that_decodes_it(probe):
 
 
 def test_small_hosts_and_memory_pressure(probe):
-    tight = A.MachineInfo(
+    tight = M.MachineInfo(
         cpu_count=16, memory_total=8 * GiB, memory_available=3 * GiB, process_rss=1 * GiB
     )
     rec = A.recommend([], machine=tight, probes=[probe])
@@ -169,15 +170,15 @@ def test_small_hosts_and_memory_pressure(probe):
     ],
 )
 def test_nvdec_table(name, capability, architecture, av1):
-    gpu = A.GpuInfo(name, 16 * GiB, capability)
+    gpu = M.GpuInfo(name, 16 * GiB, capability)
     assert gpu.architecture == architecture
     assert ("av1" in gpu.nvdec_codecs) is av1 and "h264" in gpu.nvdec_codecs
 
 
 def test_nvidia_smi_lines():
-    gpu = A._parse_smi_line("NVIDIA H100 80GB HBM3, 81559, 9.0")
-    assert gpu == A.GpuInfo("NVIDIA H100 80GB HBM3", 81559 * 2**20, (9, 0))
-    old_driver = A._parse_smi_line("Tesla T4, 15360")
+    gpu = M._parse_smi_line("NVIDIA H100 80GB HBM3, 81559, 9.0")
+    assert gpu == M.GpuInfo("NVIDIA H100 80GB HBM3", 81559 * 2**20, (9, 0))
+    old_driver = M._parse_smi_line("Tesla T4, 15360")
     assert old_driver.compute_capability is None and old_driver.architecture == "Turing"
 
 

@@ -76,7 +76,7 @@ def test_v21_and_v30_of_the_same_data_give_identical_datasets(converted):
 
 
 def test_v21_and_v30_give_the_same_stats(converted):
-    """Tabular stats are computed from the converted data (jaxload.stats.compute): identical for v2.1
+    """Tabular stats are computed from the converted data (jaxload.stats): identical for v2.1
     and v3.0 sources. Image stats are carried over from the source: v2.1 has per-episode
     stats only (LeRobot aggregates them, without quantiles), v3.0 stored the same values."""
     from_v3, from_v21 = (json.loads((d / "meta/stats.json").read_text()) for d in converted)

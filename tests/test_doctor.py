@@ -4,9 +4,9 @@ import shutil
 
 import pytest
 
-from jaxload.converters.convert import convert
 from jaxload import format as fmt
 from jaxload.cli import main
+from jaxload.converters.convert import convert
 from tests.lerobot_factory import write_lerobot_v3
 
 
@@ -83,4 +83,18 @@ def test_missing_shard_is_found(sources, tmp_path, capsys):
     dataset = shutil.copytree(sources[2], tmp_path / "ds")
     (dataset / fmt.shard_path(0)).unlink()
     status, out = _doctor(dataset, capsys)
-    assert status == 1 and "shard-00000.array_record: missing" in out
+    assert status == 1 and "shard-00000.array_record: shard file missing" in out
+
+
+def test_episode_table_that_contradicts_info_json_is_found(sources, tmp_path, capsys):
+    import json
+
+    dataset = shutil.copytree(sources[2], tmp_path / "ds")
+    info = json.loads((dataset / fmt.INFO_PATH).read_text())
+    info["total_frames"] += 1
+    (dataset / fmt.INFO_PATH).write_text(json.dumps(info))
+    status, out = _doctor(dataset, capsys)
+    assert status == 1, out
+    failure = next(line for line in out.splitlines() if line.startswith("[FAIL]"))
+    assert "episode table matches info.json" in failure and "episodes.parquet" in failure
+    assert "13 frames, but meta/info.json says 3 / 14" in failure and out.count("[skip]") == 5

@@ -7,32 +7,50 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import jaxload
-from jaxload.converters.convert import convert
 from jaxload import format as fmt
-from jaxload.stats import speed
+from jaxload.converters.convert import convert
 from jaxload.errors import DatasetError
+from jaxload.stats import speed
 from tests.lerobot_factory import write_lerobot_v3
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _episodes(root: Path, lengths, tasks) -> Path:
-    """A dataset's meta/episodes.parquet (the only file speed buckets read)."""
+    """A dataset's metadata without shards: meta/info.json and meta/episodes.parquet (what
+    speed buckets read, through jaxload.format.reader), a tabular-only layout."""
     tasks = [[t] if isinstance(t, str) else list(t) for t in tasks]
     (root / "meta").mkdir(parents=True, exist_ok=True)
-    table = pa.table(
-        {
-            "episode_index": pa.array(range(len(lengths)), pa.int64()),
-            "length": pa.array(lengths, pa.int64()),
-            "tasks": pa.array(tasks, pa.list_(pa.string())),
-        }
+    info = fmt.DatasetInfo(
+        fps=10,
+        total_frames=int(sum(lengths)),
+        total_episodes=len(lengths),
+        features={"index": fmt.Feature("int64", ())},
+        cameras={},
+        num_shards=1,
+        fingerprint="",
+        source={},
+        converter={},
     )
-    pq.write_table(table, root / fmt.EPISODES_PATH)
+    (root / fmt.INFO_PATH).write_text(json.dumps(info.to_json()))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()
+    blocks = np.concatenate([[0], np.cumsum([fmt.num_blocks(n) for n in lengths])[:-1]])
+    rows = [
+        {
+            "episode_index": e,
+            "length": n,
+            "dataset_from_index": start,
+            "tasks": t,
+            "shard": 0,
+            "frames_record_start": int(block),
+        }
+        for e, (n, t, start, block) in enumerate(zip(lengths, tasks, starts, blocks))
+    ]
+    pq.write_table(fmt.episodes_table(rows, []), root / fmt.EPISODES_PATH)
     return root
 
 
@@ -139,7 +157,7 @@ def test_read_only_dataset_falls_back_to_memory_with_one_warning(tmp_path, caplo
         meta.chmod(0o755)
     assert first.tolist() == second.tolist() and first[0] == 0 and first[-1] == 100
     assert not (root / speed.SPEED_PATH).exists()
-    assert [p.name for p in meta.iterdir()] == ["episodes.parquet"]  # no temp files
+    assert sorted(p.name for p in meta.iterdir()) == ["episodes.parquet", "info.json"]  # no temp
     assert len(caplog.records) == 1 and "kept in memory" in caplog.text
 
 
@@ -209,6 +227,7 @@ def test_eight_concurrent_writer_processes_leave_one_valid_file(tmp_path):
             assert speed.SpeedBuckets.from_json(raw, "x") == speed.compute_buckets(lengths, tasks)
             assert sorted(p.name for p in (root / "meta").iterdir()) == [
                 "episodes.parquet",
+                "info.json",
                 "speed_buckets.json",
             ]  # no temp files left behind
         labels = [results.get(timeout=60) for _ in range(writers * rounds)]

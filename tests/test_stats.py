@@ -1,5 +1,5 @@
 """Normalization stats: exact moments, quantiles within their certified bound, LeRobot parity,
-files, and mixtures (jaxload.stats.compute)."""
+files, and mixtures (jaxload.stats)."""
 
 import json
 import shutil
@@ -9,9 +9,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+import jaxload.stats as S
 from jaxload.converters.convert import convert
-from jaxload.stats import compute as S
 from jaxload.errors import DatasetError
+from jaxload.stats import quantiles as Q
+from jaxload.stats import stream
 
 SHARED = ("tabular_only", "h264_single", "av1_multi")
 QS = list(S.QUANTILES.values())
@@ -121,12 +123,12 @@ def test_the_bound_holds_when_narrowing_is_cut_short(monkeypatch):
     # With one narrowing pass and no exact collection, quantiles are interval midpoints:
     # the reported bound must still cover the exact quantile, and stay below the a-priori
     # worst case (max - min) / (2 NUM_BINS NUM_SUB_BINS).
-    monkeypatch.setattr(S, "MAX_REFINE_PASSES", 1)
-    monkeypatch.setattr(S, "COLLECT", 0)
+    monkeypatch.setattr(Q, "MAX_REFINE_PASSES", 1)
+    monkeypatch.setattr(Q, "COLLECT", 0)
     x = _hard_data(seed=1)
     s = _stream(x)
     _assert_quantiles_within_bound(s, x)
-    worst = (x.max(0) - x.min(0)) / (2 * S.NUM_BINS * S.NUM_SUB_BINS)
+    worst = (x.max(0) - x.min(0)) / (2 * Q.NUM_BINS * Q.NUM_SUB_BINS)
     for e in s.quantile_error.values():
         assert (e <= worst * (1 + 1e-9)).all()
     assert max(e.max() for e in s.quantile_error.values()) > 0  # the inexact path ran
@@ -135,7 +137,7 @@ def test_the_bound_holds_when_narrowing_is_cut_short(monkeypatch):
 def test_wide_features_in_dimension_groups_give_the_same_stats(monkeypatch):
     x = np.random.default_rng(2).normal(size=(5000, 6)) * [1, 10, 100, 1, 1, 1]
     whole = _stream(x)
-    monkeypatch.setattr(S, "SKETCH_BUDGET_BYTES", 2 * 16 * S.NUM_BINS)  # ~2 dims per group
+    monkeypatch.setattr(stream, "SKETCH_BUDGET_BYTES", 2 * 16 * Q.NUM_BINS)  # ~2 dims per group
     grouped = _stream(x)
     for name in S.QUANTILES:
         np.testing.assert_array_equal(whole.quantiles[name], grouped.quantiles[name])
@@ -145,7 +147,7 @@ def test_wide_features_in_dimension_groups_give_the_same_stats(monkeypatch):
 def test_non_finite_values_name_where_they_are():
     x = np.zeros((10, 2))
     x[7, 1] = np.nan
-    block = {"x": x, S._WHERE: ("out/ds", np.arange(10) // 4)}
+    block = {"x": x, stream._WHERE: ("out/ds", np.arange(10) // 4)}
     with pytest.raises(DatasetError, match=r"out/ds: episode 1: feature 'x' has NaN"):
         S.stream_stats(lambda: iter([block]), {"x": (2,)})
 

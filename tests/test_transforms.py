@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import jaxload
+import jaxload.stats as S
 from jaxload.converters.convert import convert
-from jaxload.stats import compute as S
 from jaxload.pipeline.loader import make_loader
 from jaxload.transforms import Normalize
 

@@ -21,11 +21,13 @@ num_episodes they were computed from, per task). Loading (`load_buckets`):
   a read-only dataset directory falls back to memory with one warning;
 * another schema version: computed in memory (one warning), the file is left alone.
 
-Example:
+Example (out/demo: 4 episodes of 5, 1, 2 and 12 frames, two tasks: too few lengths):
     >>> from jaxload.stats.speed import speed_labels
-    >>> speed_labels("out/pusht")               # one label per episode, metadata order
-    array([ 50,  50, ...])
-    >>> speed_labels(ds)                        # a JaxloadDataset: its selected episodes
+    >>> speed_labels("out/demo", process_index=0)   # one label per episode, metadata order
+    array([50, 50, 50, 50])
+    >>> ds = jaxload.open("out/demo", episodes=[3, 0])
+    >>> speed_labels(ds, process_index=0)           # a JaxloadDataset: its selected episodes
+    array([50, 50])
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from jaxload import format as fmt
 from jaxload.errors import DatasetError
+from jaxload.format.reader import read_episodes, read_info
 
 log = logging.getLogger("jaxload.stats.speed")
 
@@ -164,19 +166,9 @@ class _Episodes:
 
 
 def _read_episodes(root: Path) -> _Episodes:
-    path = root / fmt.EPISODES_PATH
-    if not path.is_file():
-        raise DatasetError(f"{path}: missing; is {root} a jaxload dataset?")
-    try:
-        table = pq.read_table(path, columns=["episode_index", "length", "tasks"])
-    except Exception as e:  # pyarrow raises several types for corrupt files
-        raise DatasetError(f"{path}: unreadable ({e})") from e
-    tasks = np.array([t[0] if t else "" for t in table["tasks"].to_pylist()], dtype=object)
-    return _Episodes(
-        table["episode_index"].to_numpy().astype(np.int64),
-        table["length"].to_numpy().astype(np.int64),
-        tasks,
-    )
+    episodes = read_episodes(root, read_info(root))
+    tasks = np.array([t[0] if t else "" for t in episodes.tasks], dtype=object)
+    return _Episodes(episodes.index, episodes.length, tasks)
 
 
 def load_buckets(dataset: Any, *, process_index: int | None = None) -> SpeedBuckets:
@@ -246,9 +238,10 @@ def speed_labels(
     (episode_index values). Default: a JaxloadDataset's selected episodes, or every
     episode of a dataset path in metadata order.
 
-    Example (a per-sample `speed` key in a reader):
-        >>> labels = speed_labels(ds)                   # aligned with ds.episode_index
-        >>> sample["speed"] = labels[episode_position]
+    Example (a per-sample `speed` key in a reader)::
+
+        labels = speed_labels(ds)                   # aligned with ds.episode_index
+        sample["speed"] = labels[episode_position]
     """
     root = _root(dataset)
     info = _read_episodes(root)

@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
-from array_record.python.array_record_module import ArrayRecordReader
 
 from jaxload import format as fmt
-from jaxload.errors import DatasetError, JaxloadError
 from jaxload.decode.frames import decode_gops
+from jaxload.errors import DatasetError, JaxloadError
 from jaxload.format.mp4 import gop_num_frames
+from jaxload.format.reader import DatasetFiles, open_shard, read_info, read_tasks
 
 
 @dataclasses.dataclass
@@ -64,36 +63,28 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
     state: dict = {}
 
     def metadata():
-        state["info"] = fmt.read_info(root)
+        state["info"] = read_info(root)
         return f"format version {fmt.FORMAT_VERSION}, {state['info'].total_episodes} episodes"
 
     def episodes():
-        table = _read(root / fmt.EPISODES_PATH)
-        info = state["info"]
-        lengths = table["length"].to_numpy()
-        if len(lengths) != info.total_episodes or int(lengths.sum()) != info.total_frames:
-            raise DatasetError(
-                f"{root / fmt.EPISODES_PATH}: {len(lengths)} episodes / {int(lengths.sum())} "
-                f"frames, but meta/info.json says {info.total_episodes} / {info.total_frames}"
-            )
-        state["episodes"] = table
-        return f"{info.total_frames} frames"
+        # The reader checks the table against info.json (episode and frame totals, shards,
+        # record offsets, GOP tables).
+        state["files"] = DatasetFiles(root)
+        return f"{state['info'].total_frames} frames"
 
     def tasks():
-        table = _read(root / fmt.TASKS_PATH)
-        known = set(table["task_index"].to_pylist())
-        return f"{len(known)} tasks"
+        return f"{len(read_tasks(root))} tasks"
 
     def shards():
-        state["records"] = _read_all_records(root, state["info"], state["episodes"])
+        state["records"] = _read_all_records(state["files"])
         return f"{state['info'].num_shards} shards"
 
     def frames():
-        _check_frame_records(root, state["info"], state["episodes"], state["records"])
+        _check_frame_records(state["files"], state["records"])
         return "index sorted, frame_index and episode_index consistent"
 
     def video():
-        n = _check_segments(root, state["info"], state["episodes"], state["records"])
+        n = _check_segments(state["files"], state["records"])
         return f"{n} segments decode to the expected frame counts"
 
     def fingerprint():
@@ -101,13 +92,12 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
         for shard in sorted(state["records"]):
             for record in state["records"][shard]:
                 fmt.hash_record(digest, record)
-        info = state["info"]
-        rows = state["episodes"].select(["episode_index", "length", "tasks"]).to_pylist()
+        info, ep = state["info"], state["files"].episodes
         actual = fmt.content_fingerprint(
             info.fps,
             info.features,
             info.cameras,
-            [(r["episode_index"], r["length"], r["tasks"]) for r in rows],
+            list(zip(ep.index, ep.length, ep.tasks, strict=True)),
             digest.hexdigest(),
         )
         if actual != info.fingerprint:
@@ -130,33 +120,21 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
     )
 
 
-def _read(path: Path):
-    if not path.is_file():
-        raise DatasetError(f"{path}: missing")
-    try:
-        return pq.read_table(path)
-    except Exception as e:  # pyarrow raises several types for corrupt files
-        raise DatasetError(f"{path}: unreadable parquet ({e})") from e
-
-
-def _read_all_records(root: Path, info: fmt.DatasetInfo, table) -> dict[int, list[bytes]]:
+def _read_all_records(files: DatasetFiles) -> dict[int, list[bytes]]:
+    """Every record of every shard, checked to be exactly the records the episode table
+    implies."""
+    ep = files.episodes
     expected: dict[int, int] = {}
-    for row in table.to_pylist():
-        end = row["frames_record_start"] + fmt.num_blocks(row["length"])
-        for cam in info.cameras:
-            start = row[fmt.segment_column(cam, "record_start")]
-            segments = len(row[fmt.segment_column(cam, "segment_starts")])
-            end = max(end, start + fmt.camera_record_count(segments))
-        expected[row["shard"]] = max(expected.get(row["shard"], 0), end)
+    for row in range(len(ep)):
+        shard = int(ep.shard[row])
+        expected[shard] = max(expected.get(shard, 0), ep.records_end(row))
     records = {}
-    for shard in range(info.num_shards):
-        path = root / fmt.shard_path(shard)
-        if not path.is_file():
-            raise DatasetError(f"{path}: missing")
+    for shard in range(files.info.num_shards):
+        path = files.readers.path(shard)
+        reader = open_shard(path)
         try:
-            reader = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
             records[shard] = reader.read_all()
-            reader.close()
+            reader.close()  # array_record reports some corruption only when closing
         except Exception as e:  # array_record raises RuntimeError/ValueError on corruption
             raise DatasetError(f"{path}: corrupt shard ({e})") from e
         if len(records[shard]) != expected.get(shard, 0):
@@ -167,28 +145,26 @@ def _read_all_records(root: Path, info: fmt.DatasetInfo, table) -> dict[int, lis
     return records
 
 
-def _check_frame_records(root: Path, info: fmt.DatasetInfo, table, records) -> None:
-    dtype = info.frame_dtype
+def _check_frame_records(files: DatasetFiles, records: dict[int, list[bytes]]) -> None:
+    dtype, ep = files.info.frame_dtype, files.episodes
     previous_index = None
-    for row in table.to_pylist():
-        run = records[row["shard"]][row["frames_record_start"] :][: fmt.num_blocks(row["length"])]
+    for row in range(len(ep)):
+        blocks = ep.frame_records(row)
+        run = records[int(ep.shard[row])][blocks.start : blocks.stop]
+        where, length, episode = ep.where(row), int(ep.length[row]), int(ep.index[row])
         try:
             frames = np.frombuffer(b"".join(run), dtype=dtype)
         except ValueError as e:
             raise DatasetError(
-                f"{root / fmt.shard_path(row['shard'])}: episode {row['episode_index']}: "
-                f"frame records do not match the feature layout ({e})"
+                f"{where}: frame records do not match the feature layout ({e})"
             ) from e
-        where = f"{root / fmt.shard_path(row['shard'])}: episode {row['episode_index']}"
-        if len(frames) != row["length"]:
-            raise DatasetError(f"{where}: {len(frames)} frame rows, expected {row['length']}")
+        if len(frames) != length:
+            raise DatasetError(f"{where}: {len(frames)} frame rows, expected {length}")
         if "frame_index" in frames.dtype.names and np.any(
-            frames["frame_index"] != np.arange(row["length"])
+            frames["frame_index"] != np.arange(length)
         ):
-            raise DatasetError(f"{where}: frame_index is not 0..{row['length'] - 1}")
-        if "episode_index" in frames.dtype.names and np.any(
-            frames["episode_index"] != row["episode_index"]
-        ):
+            raise DatasetError(f"{where}: frame_index is not 0..{length - 1}")
+        if "episode_index" in frames.dtype.names and np.any(frames["episode_index"] != episode):
             raise DatasetError(f"{where}: frames carry another episode_index")
         if "index" in frames.dtype.names:
             index = frames["index"]
@@ -199,31 +175,24 @@ def _check_frame_records(root: Path, info: fmt.DatasetInfo, table, records) -> N
             previous_index = index[-1]
 
 
-def _check_segments(root: Path, info: fmt.DatasetInfo, table, records) -> int:
+def _check_segments(files: DatasetFiles, records: dict[int, list[bytes]]) -> int:
     """Every GOP record holds the frames its segment table implies, and decodes."""
-    count = 0
-    for row in table.to_pylist():
-        where = f"{root / fmt.shard_path(row['shard'])}: episode {row['episode_index']}"
-        for cam, camera in info.cameras.items():
-            starts = row[fmt.segment_column(cam, "segment_starts")]
-            first = row[fmt.segment_column(cam, "record_start")]
-            bounds = [*starts, row["length"]]
-            init = records[row["shard"]][first]
-            for k in range(len(starts)):
-                segment = records[row["shard"]][fmt.segment_record(first, k)]
-                expected = bounds[k + 1] - bounds[k]
+    ep, count = files.episodes, 0
+    for row in range(len(ep)):
+        shard = records[int(ep.shard[row])]
+        for cam, camera in files.info.cameras.items():
+            init, *segments = (shard[r] for r in ep.camera_records(row, cam))
+            for k, segment in enumerate(segments):
+                where = f"{ep.where(row)}, camera {cam}, segment {k}"
+                expected = files.gop_length(row, cam, k)
                 try:
                     n = gop_num_frames(segment)
                     decode_gops(
                         init, [segment], [[n - 1]], camera.codec, camera.width, camera.height
                     )
                 except Exception as e:  # torchcodec/PyAV raise RuntimeError or their own errors
-                    raise DatasetError(
-                        f"{where}, camera {cam}, segment {k}: does not decode ({e})"
-                    ) from e
+                    raise DatasetError(f"{where}: does not decode ({e})") from e
                 if n != expected:
-                    raise DatasetError(
-                        f"{where}, camera {cam}, segment {k}: holds {n} frames, expected {expected}"
-                    )
+                    raise DatasetError(f"{where}: holds {n} frames, expected {expected}")
                 count += 1
     return count

@@ -1,18 +1,21 @@
 """Loader settings from measurements of this machine and the dataset.
 
-`probe_machine()` reads cores (affinity and cgroup quota), RAM (and the cgroup limit), the
-GPUs and their memory (nvidia-smi) and which codecs their NVDEC decodes (a table of GPU
-architectures, by compute capability, else by name). `probe_dataset()` reads record sizes
-and times decoding on a sample of video segments (ms per frame per camera, and per random
-access) and whole samples (ms per sample, with the windows asked for). `recommend()` turns
-both into make_loader settings; the rules are in docs/METADATA.md and every choice carries
-its reason.
+`jaxload.pipeline.machine.probe_machine()` reads cores, memory and GPUs (with which codecs
+their NVDEC decodes); `jaxload.tools.autotune.probe.probe_dataset()` measures record sizes
+and decode times. `recommend()` turns both into make_loader settings; the rules are in
+docs/METADATA.md ("Autotune"), and every choice carries its reason. The decode device
+follows the loader's own policy (`jaxload.pipeline.decode_device`).
 
-Example:
-    >>> rec = recommend("out/pusht", delta_timestamps={"action": [k / 10 for k in range(16)]})
-    >>> print(rec.summary())                      # what was measured and why
-    >>> loader = jaxload.make_loader("out/pusht", global_batch_size=rec.global_batch_size,
-    ...                              **rec.loader_kwargs())
+    >>> from jaxload.tools.autotune import recommend
+    >>> windows = {"action": [k / 10 for k in range(4)]}
+    >>> rec = recommend("out/demo", delta_timestamps=windows, probe_gpu_decode=False)
+    >>> rec.global_batch_size % rec.batch_size_min
+    0
+    >>> sorted(rec.loader_kwargs())
+    ['decode_device', 'num_workers', 'prefetch', 'read_threads', 'worker_buffer_size']
+
+`print(rec.summary())` shows what was measured and why; `rec.make_loader_call()` is a
+paste-ready `jaxload.make_loader(...)` call.
 """
 
 from __future__ import annotations
@@ -22,171 +25,21 @@ import dataclasses
 import logging
 import math
 import os
-import re
-import shutil
-import subprocess
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from jaxload.pipeline.decode_device import (
+    DECODE_DEVICES,
+    decide_decode_device,
+    probe_torchcodec_cuda,
+)
+from jaxload.pipeline.machine import GiB, MachineInfo, probe_machine
+from jaxload.pipeline.options import CORES_PER_PROCESS, split_cores
+from jaxload.tools.autotune.probe import DatasetProbe, probe_dataset
+
 log = logging.getLogger("jaxload.tools.autotune.recommend")
-
-# --- the dataset --------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class CameraProbe:
-    """Sizes and decode times of one camera's stored segments."""
-
-    codec: str
-    height: int
-    width: int
-    segment_bytes: float  # mean stored bytes per segment (one GOP)
-    frames_per_segment: float
-    decode_ms_per_frame: float  # decoding a whole segment, per frame
-    decode_ms_random: float  # one frame from the middle of a segment, decoder creation included
-    frames_per_sample: int  # frames a sample needs (window length, 1 without window)
-    segments_measured: int
-
-
-@dataclasses.dataclass(frozen=True)
-class DatasetProbe:
-    """What one sample of a dataset costs to store, read and decode here."""
-
-    path: str
-    frames: int
-    episodes: int
-    frame_record_bytes: int  # tabular bytes per frame
-    sample_bytes: int  # bytes of one collated sample (images uint8)
-    sample_ms: float  # reading and decoding one sample, measured in this process
-    cameras: dict[str, CameraProbe]
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def probe_dataset(
-    dataset: Any,
-    *,
-    delta_timestamps: Mapping[str, Sequence[float]] | None = None,
-    segments: int = 8,
-    samples: int = 16,
-    seed: int = 0,
-) -> DatasetProbe:
-    """Measures a dataset (a path or a JaxloadDataset) on a deterministic sample.
-
-    Decodes `segments` segments per camera (spread over the episodes) and reads `samples`
-    random samples with `delta_timestamps` (a JaxloadDataset keeps its own windows).
-    """
-    from jaxload.dataset import JaxloadDataset
-
-    ds = (
-        dataset
-        if isinstance(dataset, JaxloadDataset)
-        else JaxloadDataset(dataset, delta_timestamps=delta_timestamps)
-    )
-    spec = ds.element_spec()
-    sample_bytes = sum(
-        int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in spec.values()
-    )
-    cameras = {cam: _probe_camera(ds, cam, segments, spec) for cam in ds.camera_keys}
-    return DatasetProbe(
-        path=ds.path,
-        frames=len(ds),
-        episodes=len(ds.episode_index),
-        frame_record_bytes=int(ds.info.frame_dtype.itemsize),
-        sample_bytes=int(sample_bytes),
-        sample_ms=_time_samples(ds, samples, seed),
-        cameras=cameras,
-    )
-
-
-def _probe_camera(ds: Any, cam: str, count: int, spec: Mapping[str, Any]) -> CameraProbe:
-    from jaxload.decode.frames import decode_gops
-
-    info, shape = ds.info.cameras[cam], spec[cam][0]
-    inits, segments, lengths = _sample_segments(ds.path, ds.episode_index, cam, count)
-
-    def decode(init: bytes, gop: bytes, frames: list[int]) -> None:
-        decode_gops(init, [gop], [frames], info.codec, info.width, info.height)
-
-    decode(inits[0], segments[0], [0])  # the first call loads codecs: not part of the timing
-    # Medians over the GOPs: robust to a busy machine's hiccups.
-    probes = list(zip(inits, segments, lengths))
-    per_frame = np.median([_ms(decode, i, seg, list(range(n))) / n for i, seg, n in probes])
-    random_access = np.median([_ms(decode, i, seg, [n // 2]) for i, seg, n in probes])
-    return CameraProbe(
-        codec=info.codec,
-        height=info.height,
-        width=info.width,
-        segment_bytes=float(np.mean([len(s) for s in segments])),
-        frames_per_segment=float(np.mean(lengths)),
-        decode_ms_per_frame=float(per_frame),
-        decode_ms_random=float(random_access),
-        frames_per_sample=int(shape[0]) if len(shape) == 4 else 1,
-        segments_measured=len(segments),
-    )
-
-
-def _ms(fn: Any, *args: Any) -> float:
-    started = time.perf_counter()
-    fn(*args)
-    return (time.perf_counter() - started) * 1e3
-
-
-def _sample_segments(
-    root: str, episodes: Sequence[int], cam: str, count: int
-) -> tuple[list[bytes], list[bytes], list[int]]:
-    """A middle segment (full length where there are several) of `count` episodes spread
-    over the selection, with its init segment and frame count; read through the format's
-    public layout."""
-    import pyarrow.parquet as pq
-    from array_record.python.array_record_module import ArrayRecordReader
-
-    from jaxload import format as fmt
-
-    start_col, starts_col = (
-        fmt.segment_column(cam, "record_start"),
-        fmt.segment_column(cam, "segment_starts"),
-    )
-    table = pq.read_table(
-        Path(root) / fmt.EPISODES_PATH,
-        columns=["episode_index", "length", "shard", start_col, starts_col],
-    ).to_pylist()
-    selected = [r for r in table if r["episode_index"] in set(int(e) for e in episodes)]
-    picks = np.unique(np.linspace(0, len(selected) - 1, count).round().astype(int))
-    inits, segments, lengths, readers = [], [], [], {}
-    try:
-        for row in (selected[i] for i in picks):
-            starts, s = row[starts_col], len(row[starts_col]) // 2
-            end = starts[s + 1] if s + 1 < len(starts) else row["length"]
-            shard = int(row["shard"])
-            if shard not in readers:
-                path = Path(root) / fmt.shard_path(shard)
-                readers[shard] = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
-            first = int(row[start_col])
-            init, segment = readers[shard].read([first, fmt.segment_record(first, s)])
-            inits.append(init)
-            segments.append(segment)
-            lengths.append(int(end - starts[s]))
-    finally:
-        for reader in readers.values():
-            reader.close()
-    return inits, segments, lengths
-
-
-def _time_samples(ds: Any, count: int, seed: int) -> float:
-    positions = np.random.default_rng(seed).integers(0, len(ds), size=count + 2)
-    ds.__getitems__(positions[:2].tolist())  # warm up readers and decoders
-    started = time.perf_counter()
-    ds.__getitems__(positions[2:].tolist())
-    return (time.perf_counter() - started) * 1e3 / count
-
-
-# --- the recommendation -------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +158,7 @@ def recommend(
     `machine` and `probes` replace the measurements (tests, or planning for another host);
     `target_samples_per_s` (the trainer's need) caps the workers; `host_count` scales the
     batch bounds to the global batch; `decode_devices` are the devices the loader can
-    decode on (default: `jaxload.pipeline.loader.DECODE_DEVICES`, or ("cpu",)); `probe_gpu_decode`
+    decode on (default: `jaxload.pipeline.decode_device.DECODE_DEVICES`); `probe_gpu_decode`
     tries a torchcodec CUDA decode when there is a GPU (default: when the loader could use
     it; it creates a CUDA context in this process).
     """
@@ -319,13 +172,13 @@ def recommend(
         probes = [probe_dataset(d, delta_timestamps=delta_timestamps) for d in items]
     machine = machine or probe_machine()
     if decode_devices is None:
-        decode_devices = _loader_decode_devices()
+        decode_devices = DECODE_DEVICES
     if probe_gpu_decode is None:
         probe_gpu_decode = "cuda" in decode_devices
     cams = [(p.path, cam) for p in probes for cam in p.cameras]
     if probe_gpu_decode and machine.gpus and machine.torchcodec_cuda is None and cams:
         path, cam = cams[0]
-        machine = dataclasses.replace(machine, torchcodec_cuda=_probe_cuda_on(path, cam))
+        machine = dataclasses.replace(machine, torchcodec_cuda=probe_torchcodec_cuda(path, cam))
     return _decide(
         machine, tuple(probes), target_samples_per_s, host_count, decode_devices, delta_timestamps
     )
@@ -342,9 +195,10 @@ def tuned_loader_kwargs(
     the ones the caller set explicitly (`overrides`, non-None values) kept, logged once
     on the "jaxload.tools.autotune.recommend" logger with the reasons.
 
-    Example (inside make_loader, after opening the datasets):
-        >>> knobs = tuned_loader_kwargs(datasets, delta_timestamps=delta_timestamps,
-        ...                             overrides={"num_workers": num_workers})
+    Example (inside make_loader, after opening the datasets)::
+
+        knobs = tuned_loader_kwargs(datasets, delta_timestamps=delta_timestamps,
+                                    overrides={"num_workers": num_workers})
     """
     rec = recommend(datasets, delta_timestamps=delta_timestamps, host_count=host_count)
     kwargs = rec.loader_kwargs()
@@ -360,23 +214,6 @@ def tuned_loader_kwargs(
         "; ".join(rec.reasons),
     )
     return kwargs
-
-
-def _all_episodes(path: str) -> list[int]:
-    import pyarrow.parquet as pq
-
-    from jaxload import format as fmt
-
-    table = pq.read_table(Path(path) / fmt.EPISODES_PATH, columns=["episode_index"])
-    return table["episode_index"].to_pylist()
-
-
-def _loader_decode_devices() -> tuple[str, ...]:
-    try:
-        from jaxload.pipeline import loader
-    except ImportError:  # pragma: no cover - grain missing
-        return ("cpu",)
-    return tuple(getattr(loader, "DECODE_DEVICES", ("cpu",)))
 
 
 # Rules (docs/METADATA.md, "Autotune"):
@@ -409,8 +246,6 @@ def _decide(
         f"{machine.cpu_count} cores, {reserve} kept for the training process "
         f"({'GPU training' if machine.gpus else 'JAX computes on the CPU'}): {budget} for loading"
     )
-    from jaxload.pipeline.loader import CORES_PER_PROCESS, split_cores
-
     cores = budget if has_video else min(2, budget)
     if not has_video:
         reasons.append("no video: reading is cheap, at most 2 cores")
@@ -495,7 +330,3 @@ def _decode_device(
 ) -> str:
     codecs = {c.codec for p in probes for c in p.cameras.values()}
     return decide_decode_device(machine, codecs, decode_devices, reasons)
-
-
-
-

@@ -1,0 +1,159 @@
+"""The stats files of a dataset: `meta/stats.json` (LeRobot's structure) and
+`meta/stats_sketch.npz` (the histograms that let `merge_stats` merge quantiles), written
+atomically by `write_stats` and read back by `load_stats`.
+
+    >>> import jaxload.stats as stats
+    >>> per_key = stats.load_stats("out/demo")     # written at conversion
+    >>> per_key["action"].shape, sorted(per_key["action"].quantiles)
+    ((4,), ['q01', 'q10', 'q50', 'q90', 'q99'])
+    >>> list(stats.stats_to_json(per_key)["action"])
+    ['min', 'max', 'mean', 'std', 'count', 'q01', 'q10', 'q50', 'q90', 'q99']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from jaxload import format as fmt
+from jaxload.errors import DatasetError
+from jaxload.format.reader import read_info
+from jaxload.stats.feature_stats import QUANTILES, FeatureStats, Grid
+from jaxload.stats.stream import compute_stats
+
+log = logging.getLogger("jaxload.stats.store")
+
+SKETCH_PATH = "meta/stats_sketch.npz"
+SKETCH_VERSION = 1
+
+
+def write_stats(
+    dataset_path: str | os.PathLike,
+    source_stats: str | os.PathLike | bytes | Mapping[str, Any] | None = None,
+) -> dict[str, FeatureStats]:
+    """Computes the stats of a converted dataset and writes meta/stats.json (LeRobot's
+    structure) and meta/stats_sketch.npz (histograms for merging), each atomically.
+
+    Needs the dataset's meta/info.json, meta/episodes.parquet and shards. Image stats (per
+    channel) are copied for the dataset's cameras from `source_stats`, the source's LeRobot
+    stats.json: a path (skipped when the file does not exist), its bytes, or its parsed
+    dict; video is never decoded.
+
+    Example (the converter, after writing the metadata, before publishing)::
+
+        write_stats(tmp_out, source.stats_json())     # or source_root / "meta/stats.json"
+    """
+    root = Path(dataset_path)
+    info = read_info(root)
+    stats = compute_stats(root)
+    source = _source_stats(source_stats)
+    for cam in info.cameras:
+        if cam in source:
+            stats[cam] = FeatureStats.from_json(source[cam], f"source stats.json: {cam}")
+    ordered = {k: stats[k] for k in [*info.cameras, *info.features] if k in stats}
+    _write_sketch(root / SKETCH_PATH, ordered)
+    fmt.write_json_atomic(root / fmt.STATS_PATH, stats_to_json(ordered))
+    return ordered
+
+
+def load_stats(dataset_path: str | os.PathLike) -> dict[str, FeatureStats]:
+    """meta/stats.json of a dataset, with the histograms of meta/stats_sketch.npz attached
+    (so `merge_stats` can merge quantiles) when the sketch matches the stats."""
+    root = Path(dataset_path)
+    path = root / fmt.STATS_PATH
+    if not path.is_file():
+        raise DatasetError(f"{path}: missing; compute it with jaxload.stats.write_stats")
+    stats = {k: FeatureStats.from_json(v, f"{path}: {k}") for k, v in _read_json(path).items()}
+    sketch = _read_sketch(root / SKETCH_PATH)
+    for key, (count, grids, error) in sketch.items():
+        s = stats.get(key)
+        if s is None or s.count != count or any(e.size != s.mean.size for e in error.values()):
+            log.warning("%s: sketch of %r does not match stats.json; ignoring it", path, key)
+            continue
+        error = {q: e.reshape(s.shape) for q, e in error.items()}
+        stats[key] = dataclasses.replace(s, grids=grids, quantile_error=error)
+    return stats
+
+
+def stats_to_json(stats: Mapping[str, FeatureStats]) -> dict[str, dict[str, list]]:
+    """A stats mapping in LeRobot's stats.json structure."""
+    return {k: s.to_json() for k, s in stats.items()}
+
+
+def _source_stats(source: str | os.PathLike | bytes | Mapping[str, Any] | None) -> Mapping:
+    if source is None:
+        return {}
+    if isinstance(source, Mapping):
+        return source
+    if isinstance(source, bytes):
+        try:
+            raw = json.loads(source)
+        except ValueError as e:
+            raise DatasetError(f"source stats.json: unreadable ({e})") from e
+        if not isinstance(raw, dict):
+            raise DatasetError("source stats.json: expected a JSON object per feature")
+        return raw
+    path = Path(source)
+    return _read_json(path) if path.is_file() else {}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"{path}: unreadable ({e})") from e
+    if not isinstance(raw, dict):
+        raise DatasetError(f"{path}: expected a JSON object per feature")
+    return raw
+
+
+def _write_sketch(path: Path, stats: Mapping[str, FeatureStats]) -> None:
+    arrays: dict[str, np.ndarray] = {"version": np.array(SKETCH_VERSION)}
+    for key, s in stats.items():
+        if not s.grids:
+            continue
+        arrays[f"{key}/count"] = np.array(s.count)
+        for q, e in (s.quantile_error or {}).items():
+            arrays[f"{key}/error/{q}"] = np.asarray(e).reshape(-1)
+        for i, g in enumerate(s.grids):
+            arrays |= {f"{key}/{i}/edges": g.edges, f"{key}/{i}/counts": g.counts}
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        tmp.write_bytes(buffer.getvalue())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read_sketch(path: Path) -> dict[str, tuple[int, tuple[Grid, ...], dict[str, np.ndarray]]]:
+    if not path.is_file():
+        return {}
+    try:
+        with np.load(path) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        log.warning("%s: unreadable (%s); merged quantiles will be approximate", path, e)
+        return {}
+    if int(arrays.pop("version", -1)) != SKETCH_VERSION:
+        log.warning("%s: unknown sketch version; ignoring it", path)
+        return {}
+    out = {}
+    for name in (k[: -len("/count")] for k in arrays if k.endswith("/count")):
+        grids, i = [], 0
+        while f"{name}/{i}/edges" in arrays:
+            grids.append(Grid(arrays[f"{name}/{i}/edges"], arrays[f"{name}/{i}/counts"]))
+            i += 1
+        error = {q: arrays[f"{name}/error/{q}"] for q in QUANTILES if f"{name}/error/{q}" in arrays}
+        out[name] = (int(arrays[f"{name}/count"]), tuple(grids), error)
+    return out
