@@ -34,10 +34,15 @@ class Normalize(grain.transforms.Map):
     are skipped.
 
     Example:
-        >>> stats = jaxload.stats.load_stats("out/pusht")
+        >>> stats = jaxload.stats.load_stats("out/demo")
         >>> norm = Normalize(stats, {"observation.state": "mean_std", "action": "quantile"})
-        >>> loader = jaxload.make_loader("out/pusht", global_batch_size=64, batch_transform=norm)
-        >>> action = norm.unnormalize({"action": policy(batch)})["action"]
+        >>> loader = jaxload.make_loader("out/demo", global_batch_size=4, batch_transform=norm,
+        ...                              num_workers=0, host_index=0, host_count=1)
+        >>> batch = next(loader)
+        >>> batch["observation.state"].dtype, batch["action"].shape
+        (dtype('float32'), (4, 4))
+        >>> restored = norm.unnormalize({"action": batch["action"]})["action"]
+        >>> loader.close()
     """
 
     def __init__(
