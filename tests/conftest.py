@@ -18,3 +18,36 @@ def shared_lerobot() -> Path:
     if not (SHARED_LEROBOT / "README.md").exists():
         pytest.skip(f"shared LeRobot fixtures not found at {SHARED_LEROBOT}")
     return SHARED_LEROBOT
+
+
+# The integration tier: modules that convert datasets end to end, start worker or
+# measurement processes, or run the benchmarks and examples. `pytest -m "not integration"`
+# is the fast tier (under a minute); the README's test command runs both.
+INTEGRATION_MODULES = {
+    "test_bad_input",
+    "test_bench",
+    "test_bench_convert",
+    "test_bytes_read",
+    "test_convert",
+    "test_convert_engines",
+    "test_convert_remote",
+    "test_convert_resume",
+    "test_convert_v21",
+    "test_docstrings",
+    "test_doctor",
+    "test_lerobot_factory",
+    "test_loader_lerobot",
+    "test_multihost",
+    "test_parity",
+    "test_speed",
+    "test_stats",
+    "test_torchcodec_import",
+    "test_train_example",
+    "test_video_determinism",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rpartition(".")[2] in INTEGRATION_MODULES:
+            item.add_marker(pytest.mark.integration)

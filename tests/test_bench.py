@@ -104,7 +104,7 @@ def test_decode_limit_replays_exactly_the_frames_the_reader_decodes(small):
     assert set(limit.seconds_by_setup) == {"1 thread", "2 threads", "1 process"}
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_run_py_end_to_end(tiny, cache, tmp_path):
     """benchmarks/run.py --quick: both resolutions, table, JSON, PNG (LeRobot if installed)."""
     out = tmp_path / "results"
@@ -158,7 +158,7 @@ def test_lerobot_reference_error_names_the_install_script(monkeypatch):
         bench_lerobot.import_lerobot_dataset()
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_side_scripts(tiny, cache, tmp_path):
     """bench_bytes, bench_memory, bench_ttfb, bench_gop and profile_loader at tiny sizes."""
     from benchmarks import bench_bytes, bench_gop, bench_memory, profile_loader

@@ -85,7 +85,7 @@ KILL_POINTS = [
 ]
 
 
-@pytest.mark.slow  # several `jaxload convert` processes (~4 s start-up each)
+@pytest.mark.integration  # several `jaxload convert` processes (~4 s start-up each)
 def test_sigkill_at_every_step_boundary_then_rerun_is_byte_identical(source, clean, tmp_path):
     out = tmp_path / "ds"
     for point in KILL_POINTS:
@@ -100,7 +100,7 @@ def test_sigkill_at_every_step_boundary_then_rerun_is_byte_identical(source, cle
     assert not partial_dir(out).exists()
 
 
-@pytest.mark.slow  # several `jaxload convert` processes (~4 s start-up each)
+@pytest.mark.integration  # several `jaxload convert` processes (~4 s start-up each)
 def test_sigkill_of_a_two_worker_run_leaves_no_orphans_and_resumes(source, clean, tmp_path):
     out = tmp_path / "ds"
     process = _cli(source, out, workers=2)
@@ -125,7 +125,7 @@ def test_sigkill_of_a_two_worker_run_leaves_no_orphans_and_resumes(source, clean
     assert tree_bytes(out) == clean
 
 
-@pytest.mark.slow  # several `jaxload convert` processes (~4 s start-up each)
+@pytest.mark.integration  # several `jaxload convert` processes (~4 s start-up each)
 def test_a_second_converter_is_refused(source, clean, tmp_path):
     out = tmp_path / "ds"
     with JobLock(partial_dir(out), what=str(out)):

@@ -315,7 +315,7 @@ def test_rows_follow_the_devices_of_this_process():
     )
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_grain_checkpoint_helper_with_worker_processes():
     # Restarts the worker processes at every saved state: slow on 2 cores.
     loader = _loader(global_batch_size=16, num_epochs=1, num_workers=1)

@@ -74,7 +74,7 @@ def _run_until_killed(workdir, dataset, after_line):
     return "".join(seen)
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_train_pjit_straight_and_killed_then_restored_match(tmp_path):
     dataset = tmp_path / "dataset"
     straight = _run(tmp_path / "straight", dataset)  # also converts the bundled example
