@@ -15,6 +15,7 @@ Errors are `DatasetError`s naming the file (and episode where there is one).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -265,9 +266,11 @@ class ShardReaders:
         return records, slots
 
     def close(self) -> None:
-        """Closes this thread's readers."""
+        """Closes this thread's readers. A reader of a corrupt file can raise on close;
+        that must not replace the DatasetError that named the file."""
         for reader in self._local.__dict__.pop("readers", {}).values():
-            reader.close()
+            with contextlib.suppress(Exception):  # the read raised (or will) with the path
+                reader.close()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"root": self.root}
