@@ -19,9 +19,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out", help="output directory (must not exist, or be empty)")
     parser.add_argument("--repo-id", help="recorded in the metadata as the source's hub repo id")
     parser.add_argument("--revision", help="hub branch, tag or commit (hub ids only; default main)")
-    parser.add_argument("--video-codec", choices=["h264", "hevc", "copy"], default="h264")
+    parser.add_argument(
+        "--video-codec",
+        choices=["h264", "hevc", "lossless", "copy"],
+        default="h264",
+        help="h264 (default) or hevc: re-encode at --crf; lossless: exact pixels (x264 RGB, "
+        "qp 0; several times larger, CPU decode only); copy: keep an h264/hevc source stream "
+        "(image cameras are then stored lossless)",
+    )
     parser.add_argument("--gop", type=int, default=None, help="frames per GOP (default 4)")
     parser.add_argument("--crf", type=int, default=None, help="x264/x265 crf (default 14)")
+    parser.add_argument(
+        "--min-psnr",
+        type=float,
+        default=None,
+        help="instead of --crf: the PSNR (dB) every stored frame must reach; the largest crf "
+        "meeting it on a sample is chosen per camera",
+    )
     parser.add_argument(
         "--tune",
         choices=["fastdecode", "none"],
@@ -76,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         gop=args.gop or DEFAULT_GOP,
         crf=DEFAULT_CRF if args.crf is None else args.crf,
         tune={"none": "", None: None}.get(args.tune, args.tune),
+        min_psnr=args.min_psnr,
         workers=args.workers,
         engine=args.engine,
         episodes=args.episodes,
