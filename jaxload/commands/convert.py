@@ -28,7 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(image cameras are then stored lossless)",
     )
     parser.add_argument("--gop", type=int, default=None, help="frames per GOP (default 4)")
-    parser.add_argument("--crf", type=int, default=None, help="x264/x265 crf (default 14)")
+    parser.add_argument(
+        "--crf",
+        type=int,
+        default=None,
+        help="x264/x265 crf (default 14; image cameras default to a 40 dB --min-psnr)",
+    )
     parser.add_argument(
         "--min-psnr",
         type=float,
@@ -71,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.converters.convert import DEFAULT_CRF, DEFAULT_GOP, convert
+    from jaxload.converters.convert import DEFAULT_GOP, convert
     from jaxload.converters.remote import RetryPolicy
     from jaxload.converters.writer import DEFAULT_SHARD_BYTES
 
@@ -88,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         args.out,
         video_codec=args.video_codec,
         gop=args.gop or DEFAULT_GOP,
-        crf=DEFAULT_CRF if args.crf is None else args.crf,
+        crf=args.crf,
         tune={"none": "", None: None}.get(args.tune, args.tune),
         min_psnr=args.min_psnr,
         workers=args.workers,
