@@ -124,9 +124,11 @@ def assemble(
     return Assembled(rows, writer.num_shards, digest.hexdigest())
 
 
-def write_episodes(path: Path, rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> None:
+def write_episodes(
+    path: Path, rows: Sequence[dict[str, Any]], cameras: Sequence[str], strings: Sequence[str]
+) -> None:
     """meta/episodes.parquet at `path`."""
-    pq.write_table(fmt.episodes_table(rows, cameras), path)
+    pq.write_table(fmt.episodes_table(rows, cameras, strings), path)
 
 
 def _unit_stops(units: Sequence[Unit]) -> list[int]:
@@ -190,6 +192,8 @@ def _row(episode: dict[str, Any], shard: int, starts: list[int], cameras: Sequen
         "shard": shard,
         "frames_record_start": starts[0],
     }
+    for key, vocabulary in episode.get("strings", {}).items():
+        row[fmt.strings_column(key)] = list(vocabulary)
     for cam, start in zip(cameras, starts[1:]):
         stream = episode["videos"][cam]
         row[fmt.segment_column(cam, "record_start")] = start

@@ -38,6 +38,7 @@ from jaxload import format as fmt
 from jaxload.converters import video
 from jaxload.converters.assemble import Assembled, assemble, fidelity, reconcile, write_episodes
 from jaxload.converters.engines import Engine, make_engine
+from jaxload.converters.fidelity import choose_crfs
 from jaxload.converters.hub import HubClient, HubFiles
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.lock import JobLock
@@ -84,8 +85,9 @@ def convert(
     *,
     video_codec: str = "h264",
     gop: int = DEFAULT_GOP,
-    crf: int = DEFAULT_CRF,
+    crf: int | None = None,
     tune: str | None = None,
+    min_psnr: float | None = None,
     workers: int | None = None,
     engine: str = "local",
     episodes: Sequence[int] | str | None = None,
@@ -103,7 +105,12 @@ def convert(
     """Converts the LeRobot dataset at `src` (v3.0 or v2.1; a directory, an fsspec URL
     or a hub id) into a jaxload dataset at `out`.
 
-    `workers`: processes of the local pool (default: every core), or the CPUs of a local
+    `video_codec`: "h264", "hevc", "lossless" (exact pixels: x264 RGB at qp 0) or "copy"
+    (keep an h264/hevc source stream; `image` cameras are then stored lossless).
+    `crf`: x264/x265 crf (default DEFAULT_CRF for video cameras; `image` cameras default
+    to a DEFAULT_IMAGE_MIN_PSNR dB target). `min_psnr`: instead of `crf`, the fidelity
+    (dB) every stored frame must reach: the largest crf meeting it on a sample of each
+    camera's frames is chosen (and an episode that misses it is re-encoded lower). `workers`: processes of the local pool (default: every core), or the CPUs of a local
     Ray instance. `engine`: "local" or "ray". `cache_dir`: where remote files are
     downloaded (default: inside the partial directory, deleted as soon as no unit needs
     them). `restart`: discard an interrupted conversion into `out` with other arguments.
@@ -116,7 +123,7 @@ def convert(
     """
     started = time.perf_counter()
     out = Path(out)
-    options = _encode_options(video_codec, gop, crf, tune)
+    options = _encode_options(video_codec, gop, crf, tune, min_psnr)
     _check_numbers(workers, shard_bytes)
     if engine not in ("local", "ray"):
         raise JaxloadError(f"--engine {engine!r}: choose local or ray")
@@ -189,6 +196,7 @@ class _Job:
     def plan(cls, source, episodes, options, shard_bytes, repo_id) -> _Job:
         selected = _select_episodes(source, episodes)
         features = _features(source, selected[0])
+        options = dataclasses.replace(options, camera_crf=choose_crfs(source, selected, options))
         pixels = sum(h * w for h, w in map(source.camera_size, source.camera_keys))
         shares = source.input_bytes(selected)
         units = plan_units(
@@ -220,22 +228,42 @@ class _Job:
         return sum(u.frames for u in self.units)
 
 
-def _encode_options(codec: str, gop: int, crf: int, tune: str | None) -> video.EncodeOptions:
+def _encode_options(
+    codec: str, gop: int, crf: int, tune: str | None, min_psnr: float | None
+) -> video.EncodeOptions:
     if codec not in (*video.CODECS, "copy"):
-        raise JaxloadError(f"--video-codec {codec!r}: choose h264, hevc or copy")
+        raise JaxloadError(f"--video-codec {codec!r}: choose h264, hevc, lossless or copy")
+    if crf is not None and min_psnr is not None:
+        raise JaxloadError("--crf and --min-psnr: give one (a crf, or a fidelity target)")
+    image_min_psnr = video.DEFAULT_IMAGE_MIN_PSNR if crf is None and min_psnr is None else None
+    crf = DEFAULT_CRF if crf is None else crf
+    if min_psnr is not None and not (
+        isinstance(min_psnr, int | float) and 20 <= min_psnr <= 80 and codec in ("h264", "hevc")
+    ):
+        raise JaxloadError(
+            f"--min-psnr {min_psnr!r}: a number of dB within 20..80, with --video-codec "
+            "h264 or hevc (lossless is exact, copy keeps the source)"
+        )
     if gop < 1:
         raise JaxloadError(f"--gop {gop}: must be at least 1")
     if not 0 <= crf <= 51:
         raise JaxloadError(f"--crf {crf}: must be within 0..51")
     if tune is None:
-        tune = DEFAULT_TUNE if codec == "h264" else ""
+        tune = DEFAULT_TUNE if codec in ("h264", "lossless") else ""
     if tune not in ("", "fastdecode"):
         raise JaxloadError(f"--tune {tune!r}: choose fastdecode or none")
-    if tune and codec != "h264":
+    if tune and codec not in ("h264", "lossless"):
         # x265's fastdecode packets, cut into GOP records, fail to decode (FFmpeg's hevc
         # decoder: "Invalid data found when processing input"); not investigated further.
-        raise JaxloadError(f"--tune {tune} is for --video-codec h264 only")
-    return video.EncodeOptions(codec=codec, gop=gop, crf=crf, tune=tune)
+        raise JaxloadError(f"--tune {tune} is for --video-codec h264 or lossless only")
+    return video.EncodeOptions(
+        codec=codec,
+        gop=gop,
+        crf=crf,
+        tune=tune,
+        min_psnr=None if min_psnr is None else float(min_psnr),
+        image_min_psnr=image_min_psnr,
+    )
 
 
 def _check_numbers(workers: int | None, shard_bytes: int) -> None:
@@ -394,24 +422,18 @@ class _Evictor:
 
 def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> DatasetInfo:
     source, options, rows = job.source, job.options, assembled.rows
-    cameras = {}
-    for cam in source.camera_keys:
-        height, width = source.camera_size(cam)
-        cameras[cam] = Camera(
-            codec=options.codec if options.codec != "copy" else source.source_codec(cam),
-            height=height,
-            width=width,
-            pix_fmt="yuv420p",
-            gop=None if options.codec == "copy" else options.gop,
-            crf=None if options.codec == "copy" else options.crf,
-            source_codec=source.source_codec(cam),
-        )
+    cameras = {cam: _camera(source, options, cam) for cam in source.camera_keys}
     fingerprint = fmt.content_fingerprint(
         source.fps,
         job.features,
         cameras,
         [(r["episode_index"], r["length"], r["tasks"]) for r in rows],
         assembled.digest,
+        {
+            k: [r[fmt.strings_column(k)] for r in rows]
+            for k, f in job.features.items()
+            if f.is_string
+        },
     )
     described = {
         "format": "lerobot",
@@ -436,12 +458,32 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
             "gop": options.gop,
             "crf": options.crf,
             "tune": options.tune or None,
+            "min_psnr": options.min_psnr,
+            "image_min_psnr": options.image_min_psnr,
+            "camera_crf": dict(options.camera_crf),
             "shard_bytes": job.shard_bytes,
             "fidelity_psnr_db": {
                 cam: {"min": _finite(lo), "mean": _finite(mean)}
                 for cam, (lo, mean) in fidelity(done, source.camera_keys).items()
             },
         },
+    )
+
+
+def _camera(source: LeRobotSource, options: video.EncodeOptions, cam: str) -> Camera:
+    """A camera's meta/info.json entry: how its records are encoded."""
+    height, width = source.camera_size(cam)
+    options = options.for_camera(cam, image=cam in source.image_keys)
+    copied = options.codec == "copy"
+    codec = source.source_codec(cam) if copied else options.stored_codec
+    return Camera(
+        codec=codec,
+        height=height,
+        width=width,
+        pix_fmt=video.STORED_PIX_FMTS.get(codec, "yuv420p"),
+        gop=None if copied else options.gop,
+        crf=None if copied or options.codec == "lossless" else options.crf,
+        source_codec=source.source_codec(cam),
     )
 
 
@@ -456,7 +498,11 @@ def _write_meta(root: Path, source: LeRobotSource, rows, info: DatasetInfo) -> N
     meta.mkdir(parents=True, exist_ok=True)
     tasks = sorted(source.tasks.items())
     table = pa.table({"task_index": [i for i, _ in tasks], "task": [t for _, t in tasks]})
-    _atomic(root / fmt.EPISODES_PATH, lambda p: write_episodes(p, rows, source.camera_keys))
+    strings = [k for k, f in info.features.items() if f.is_string]
+    _atomic(
+        root / fmt.EPISODES_PATH,
+        lambda p: write_episodes(p, rows, source.camera_keys, strings),
+    )
     _atomic(root / fmt.TASKS_PATH, lambda p: pq.write_table(table, p))
     fmt.write_json_atomic(root / fmt.INFO_PATH, info.to_json())
     # Normalization stats from the converted tabular data (never from video); the source's

@@ -126,7 +126,7 @@ def _check_videos(source: LeRobotSource) -> str:
     needed: dict[str, tuple[int, int, str]] = {}  # file -> (frames needed, episode, camera)
     for ep in source.episode_ids:
         length = source.episode(ep).length
-        for cam in source.camera_keys:
+        for cam in source.video_keys:
             span = source.video_span(ep, cam)
             frames = round(span.from_timestamp * source.fps) + length
             if frames > needed.get(span.rel, (0,))[0]:

@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 
 from jaxload.converters import video
+from jaxload.converters.images import image_frames
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.tabular import frame_blocks
 from jaxload.errors import SourceError
@@ -29,6 +30,7 @@ class EpisodeResult:
     tasks: list[str]
     frames: list[bytes]  # tabular rows, FRAMES_PER_BLOCK per record
     streams: dict[str, video.EncodedStream]
+    strings: dict[str, list[str]]  # string feature -> this episode's vocabulary
 
     def record_blocks(self) -> list[list[bytes]]:
         """The episode's records in storage order: frame blocks, then cameras sorted (each
@@ -47,17 +49,49 @@ def convert_episode(
     table = source.episode_frames(episode)
     where = f"{source.files.describe(source.data_file(episode))}: episode {episode}"
     timestamps = table["timestamp"].to_numpy().astype(np.float64)
-    streams = {
-        cam: _camera_stream(source, episode, cam, timestamps, options) for cam in source.camera_keys
-    }
+    streams = {}
+    for cam in source.camera_keys:
+        if cam in source.image_keys:
+            streams[cam] = _image_stream(source, table, cam, options, where)
+        else:
+            streams[cam] = _camera_stream(source, episode, cam, timestamps, options)
+    frames, strings = frame_blocks(table, features, where)
     return EpisodeResult(
         episode_index=ep.index,
         length=ep.length,
         dataset_from_index=ep.start,
         tasks=list(ep.tasks),
-        frames=frame_blocks(table, features, where),
+        frames=frames,
         streams=streams,
+        strings=strings,
     )
+
+
+def _image_stream(
+    source: LeRobotSource, table, cam: str, options: video.EncodeOptions, where: str
+) -> video.EncodedStream:
+    """An `image` camera's frames (PNG/JPEG in the data rows) encoded as a video stream."""
+    import av
+
+    size = source.camera_size(cam)
+    options = options.for_camera(cam, image=True)
+
+    def frames():
+        for array in image_frames(table, cam, size, where=where):
+            yield av.VideoFrame.from_ndarray(array, format="rgb24")
+
+    return _encode(frames, options, source.fps, f"{where}, camera {cam!r}")
+
+
+def _encode(frames, options: video.EncodeOptions, fps: int, where: str) -> video.EncodedStream:
+    """Transcodes `frames()`; under --min-psnr, re-encodes at a lower crf until every
+    frame reaches the target (the crf chosen from a sample usually suffices)."""
+    while True:
+        stream = video.transcode(frames(), options, fps, where=where)
+        reached = options.min_psnr is None or options.codec == "lossless"
+        if reached or stream.psnr.min() >= options.min_psnr or options.crf == 0:
+            return stream
+        options = dataclasses.replace(options, crf=max(0, options.crf - 2))
 
 
 def _camera_stream(
@@ -82,8 +116,14 @@ def _camera_stream(
                 source.fps,
                 episode=episode,
             )
-        frames = video.decode_source_frames(path, span.from_timestamp, timestamps, episode=episode)
-        return video.transcode(frames, options, source.fps, where=f"{name}: episode {episode}")
+
+        def frames():
+            return video.decode_source_frames(
+                path, span.from_timestamp, timestamps, episode=episode
+            )
+
+        options = options.for_camera(cam)
+        return _encode(frames, options, source.fps, f"{name}: episode {episode}")
     except SourceError as e:
         if str(path) == name:
             raise

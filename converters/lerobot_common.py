@@ -58,7 +58,9 @@ class LeRobotSource(abc.ABC):
         self.info = read_info(files, self.SUPPORTED_VERSIONS)
         self.fps = int(self.info["fps"])
         self.features: dict[str, Any] = self.info["features"]
-        self.camera_keys = camera_keys(self.info)
+        self.camera_keys = camera_keys(self.info)  # video and image cameras, sorted
+        self.video_keys = video_keys(self.info)
+        self.image_keys = image_keys(self.info)
         self.codebase_version = str(self.info["codebase_version"])
 
     # --- what each layout provides --------------------------------------------------
@@ -121,8 +123,8 @@ class LeRobotSource(abc.ABC):
         }
 
     def tabular_columns(self, column_names: list[str]) -> list[str]:
-        """Columns stored per frame: declared non-video features, then the index columns."""
-        declared = [k for k, f in self.features.items() if f["dtype"] != "video"]
+        """Columns stored per frame: declared non-camera features, then the index columns."""
+        declared = [k for k, f in self.features.items() if f["dtype"] not in CAMERA_DTYPES]
         return [
             *(k for k in declared if k not in INDEX_COLUMNS),
             *(k for k in INDEX_COLUMNS if k in column_names),
@@ -145,12 +147,16 @@ class LeRobotSource(abc.ABC):
         return int(shape[0]), int(shape[1])
 
     def source_codec(self, camera: str) -> str:
+        """The camera's codec in the source: its video codec, or "image" (PNG/JPEG frames
+        in the data parquet)."""
+        if camera in self.image_keys:
+            return "image"
         return str(self.features[camera].get("info", {}).get("video.codec", "unknown"))
 
     def episode_files(self, episode: int) -> list[str]:
         """The data and video files an episode needs."""
         rels = [self.data_file(episode)]
-        rels += [self.video_span(episode, cam).rel for cam in self.camera_keys]
+        rels += [self.video_span(episode, cam).rel for cam in self.video_keys]
         return list(dict.fromkeys(rels))
 
     def input_bytes(self, episodes: list[int]) -> dict[int, int]:
@@ -185,8 +191,22 @@ class LeRobotSource(abc.ABC):
         check_episode_rows(frames, episode, self.files.describe(rel))
 
 
+# LeRobot feature dtypes that are cameras: "video" (frames in mp4 files) and "image" (one
+# PNG/JPEG per frame inside the data parquet). Both become video records.
+CAMERA_DTYPES = ("video", "image")
+
+
 def camera_keys(info: dict[str, Any]) -> list[str]:
+    """Every camera key, whatever its name (`image`, `observation.images.top`, ...)."""
+    return sorted(k for k, f in info["features"].items() if f.get("dtype") in CAMERA_DTYPES)
+
+
+def video_keys(info: dict[str, Any]) -> list[str]:
     return sorted(k for k, f in info["features"].items() if f.get("dtype") == "video")
+
+
+def image_keys(info: dict[str, Any]) -> list[str]:
+    return sorted(k for k, f in info["features"].items() if f.get("dtype") == "image")
 
 
 def read_info(files: Files, supported: tuple[str, ...]) -> dict[str, Any]:
@@ -202,15 +222,37 @@ def read_info(files: Files, supported: tuple[str, ...]) -> dict[str, Any]:
     for key in ("fps", "features", "total_frames", "total_episodes", "data_path"):
         if key not in info:
             raise SourceError(f"{where}: required field {key!r} missing")
-    if camera_keys(info) and not info.get("video_path"):
+    if video_keys(info) and not info.get("video_path"):
         raise SourceError(f"{where}: has video features but no 'video_path'")
     for key, feature in info["features"].items():
-        if feature.get("dtype") in ("image", "string"):
-            raise SourceError(
-                f"{where}: feature {key!r} has dtype {feature['dtype']!r}, which jaxload does "
-                "not convert yet (supported: numeric and bool tabular features, video)"
-            )
+        _check_feature(key, feature, where)
     return info
+
+
+def _check_feature(key: str, feature: Any, where: str) -> None:
+    """Refuses, with the reason, a feature jaxload cannot carry without changing it."""
+    if not isinstance(feature, dict) or "dtype" not in feature or "shape" not in feature:
+        raise SourceError(f"{where}: feature {key!r} has no dtype or shape")
+    dtype = feature["dtype"]
+    if dtype in CAMERA_DTYPES and _is_depth_map(feature):
+        raise SourceError(
+            f"{where}: feature {key!r} is a depth map (info.is_depth_map); jaxload stores "
+            "cameras as 8-bit RGB, which would drop the depth's 12-bit precision, so it "
+            "refuses to convert it. Convert without it: select the other cameras upstream"
+        )
+    if dtype in CAMERA_DTYPES:
+        shape, names = list(feature["shape"]), feature.get("names") or []
+        channels = shape[names.index("channels")] if "channels" in names else shape[-1]
+        if len(shape) != 3 or channels != 3:
+            raise SourceError(
+                f"{where}: camera {key!r} has shape {shape}; jaxload converts 3-channel "
+                "(RGB) cameras only"
+            )
+
+
+def _is_depth_map(feature: dict[str, Any]) -> bool:
+    info = feature.get("info") or {}
+    return bool(info.get("is_depth_map") or info.get("video.is_depth_map"))
 
 
 def load_info(files: Files) -> dict[str, Any]:

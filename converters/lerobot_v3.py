@@ -25,8 +25,8 @@ from jaxload.converters.lerobot_common import (
     Episode,
     LeRobotSource,
     VideoSpan,
-    camera_keys,
     read_parquet,
+    video_keys,
 )
 from jaxload.errors import SourceError
 
@@ -131,7 +131,7 @@ def read_episodes(files: Files, info: dict[str, Any]) -> pa.Table:
     except pa.ArrowInvalid as e:
         raise SourceError(f"{where}: episode files disagree on schema ({e})") from e
     table = table.sort_by("episode_index")
-    _check_episode_columns(table, camera_keys(info), files.describe(rels[0]))
+    _check_episode_columns(table, video_keys(info), files.describe(rels[0]))
     _check_tiling(table, info, where)
     return table
 

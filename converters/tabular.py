@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from jaxload.errors import SourceError
-from jaxload.format import FRAMES_PER_BLOCK, Feature, frame_dtype
+from jaxload.format import FRAMES_PER_BLOCK, STRING, Feature, frame_dtype
 
 
 def features_from_schema(
@@ -32,12 +32,23 @@ def features_from_schema(
             or pa.types.is_large_list(base)
         ):
             base, depth = base.value_type, depth + 1
+        info = declared.get(name, {})
+        if _is_string(base):
+            if depth:
+                raise SourceError(
+                    f"{where}: feature {name!r} holds lists of strings ({arrow_type}); "
+                    "jaxload carries one string per frame"
+                )
+            features[name] = Feature(STRING, (), info.get("names"))
+            continue
         if not (
             pa.types.is_integer(base) or pa.types.is_floating(base) or pa.types.is_boolean(base)
         ):
-            raise SourceError(f"{where}: column {name!r} has unsupported type {arrow_type}")
+            raise SourceError(
+                f"{where}: feature {name!r} has type {arrow_type}, which jaxload cannot "
+                "carry (numbers, bools, strings and cameras only)"
+            )
         dtype = np.dtype(base.to_pandas_dtype()).name
-        info = declared.get(name, {})
         if depth == 0:
             shape: tuple[int, ...] = ()
         else:
@@ -51,14 +62,36 @@ def features_from_schema(
     return features
 
 
-def frame_blocks(table: pa.Table, features: Mapping[str, Feature], where: str) -> list[bytes]:
-    """Packed rows of `frame_dtype(features)`, FRAMES_PER_BLOCK rows per record."""
+def _is_string(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
+def frame_blocks(
+    table: pa.Table, features: Mapping[str, Feature], where: str
+) -> tuple[list[bytes], dict[str, list[str]]]:
+    """Packed rows of `frame_dtype(features)`, FRAMES_PER_BLOCK rows per record, and each
+    string feature's vocabulary for this episode (its frames store indices into it)."""
     rows = np.zeros(table.num_rows, dtype=frame_dtype(features))
+    vocabularies = {}
     for name, feature in features.items():
-        rows[name] = _column_array(table[name], feature, table.num_rows, f"{where}: {name!r}")
+        here = f"{where}: {name!r}"
+        if feature.is_string:
+            rows[name], vocabularies[name] = _string_indices(table[name], here)
+        else:
+            rows[name] = _column_array(table[name], feature, table.num_rows, here)
     data = rows.tobytes()
     block = rows.dtype.itemsize * FRAMES_PER_BLOCK
-    return [data[i : i + block] for i in range(0, len(data), block)]
+    return [data[i : i + block] for i in range(0, len(data), block)], vocabularies
+
+
+def _string_indices(column: pa.ChunkedArray, where: str) -> tuple[np.ndarray, list[str]]:
+    """Per-frame index into the episode's strings, in order of first appearance."""
+    if column.null_count:
+        raise SourceError(f"{where}: has null values")
+    values = column.to_pylist()
+    vocabulary = list(dict.fromkeys(values))
+    position = {v: i for i, v in enumerate(vocabulary)}
+    return np.array([position[v] for v in values], dtype=np.uint32), vocabulary
 
 
 def _column_array(column: pa.ChunkedArray, feature: Feature, n: int, where: str) -> np.ndarray:

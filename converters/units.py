@@ -105,6 +105,7 @@ def episode_record(result: EpisodeResult) -> dict[str, Any]:
         "dataset_from_index": result.dataset_from_index,
         "tasks": result.tasks,
         "frame_records": len(result.frames),
+        "strings": result.strings,
         "videos": {
             cam: {
                 "segment_starts": [int(s) for s in stream.segment_starts],

@@ -25,20 +25,76 @@ from jaxload.decode.frames import decode_gops
 from jaxload.errors import SourceError
 from jaxload.format.mp4 import gop_num_frames
 
-CODECS = {"h264": "libx264", "hevc": "libx265"}
+# --video-codec -> FFmpeg encoder. "lossless" is x264's RGB mode at qp 0: every pixel
+# decodes exactly as it went in, for users who need exact pixels.
+CODECS = {"h264": "libx264", "hevc": "libx265", "lossless": "libx264rgb"}
+# Codec names stored per camera (meta/info.json) besides plain "h264"/"hevc" (4:2:0):
+# "h264-yuv444p"/"hevc-yuv444p" (full chroma, for image cameras) and "h264rgb" (H.264
+# High 4:4:4 in GBR, lossless). FFmpeg decodes them all; NVDEC decodes none of the H.264
+# ones (so they never go to a GPU), and streams of different names never share a decoder.
+STORED_PIX_FMTS = {
+    "h264": "yuv420p",
+    "hevc": "yuv420p",
+    "h264-yuv444p": "yuv444p",
+    "hevc-yuv444p": "yuv444p",
+    "h264rgb": "gbrp",
+}
+# Image cameras (LeRobot `image` features: PNG/JPEG frames) keep full chroma: 4:2:0 alone
+# caps the fixture's sharp renders at 32-34 dB PSNR whatever the crf (docs/CONVERT.md).
+IMAGE_PIX_FMT = "yuv444p"
+# Their default fidelity target when neither --crf nor --min-psnr is given.
+DEFAULT_IMAGE_MIN_PSNR = 40.0
 # A frame decoded more than this far from its query time is a mismatch (LeRobot's default).
 TOLERANCE_S = 1e-4
 
 
 @dataclasses.dataclass(frozen=True)
 class EncodeOptions:
-    codec: str = "h264"  # "h264" | "hevc" | "copy"
+    codec: str = "h264"  # "h264" | "hevc" | "lossless" | "copy"
     gop: int = 4
     crf: int = 14
     preset: str = "medium"
     # x264 "fastdecode" (no CABAC, deblocking or weighted prediction): at 480x640 a random
     # frame decodes 2.3x faster for 19% more bytes (docs/FORMAT.md). "" = none.
     tune: str = ""
+    pix_fmt: str = "yuv420p"  # of an h264/hevc encode (IMAGE_PIX_FMT for image cameras)
+    # --min-psnr: the fidelity every stored frame must reach against the source (dB); the
+    # crf per camera is chosen to meet it (converters/fidelity.py). None: use `crf`.
+    min_psnr: float | None = None
+    # The same target for image cameras only (their default, unless --crf was given).
+    image_min_psnr: float | None = None
+    camera_crf: tuple[tuple[str, int], ...] = ()  # (camera, crf) chosen for a target
+
+    def for_camera(self, camera: str, *, image: bool = False) -> EncodeOptions:
+        """The options one camera is encoded with: its chosen crf and target, full chroma
+        for an image camera, lossless for one under --video-codec copy (there is no video
+        stream to copy)."""
+        options = self
+        if image and self.codec == "copy":
+            options = dataclasses.replace(options, codec="lossless", tune="fastdecode")
+        if image and options.codec in ("h264", "hevc"):
+            options = dataclasses.replace(
+                options, pix_fmt=IMAGE_PIX_FMT, min_psnr=self.target(image=True)
+            )
+        crf = dict(self.camera_crf).get(camera)
+        return options if crf is None else dataclasses.replace(options, crf=crf)
+
+    def target(self, *, image: bool) -> float | None:
+        """The PSNR target a camera's crf is chosen for (None: the fixed crf)."""
+        if self.codec not in ("h264", "hevc"):
+            return None
+        return self.min_psnr if self.min_psnr is not None or not image else self.image_min_psnr
+
+    @property
+    def stored_codec(self) -> str:
+        if self.codec == "lossless":
+            return "h264rgb"
+        return self.codec if self.pix_fmt == "yuv420p" else f"{self.codec}-{self.pix_fmt}"
+
+
+def mux_codec(stored_codec: str) -> str:
+    """The FFmpeg codec name a stored codec's packets are muxed as."""
+    return "h264" if stored_codec == "h264rgb" else stored_codec.split("-")[0]
 
 
 @dataclasses.dataclass
@@ -60,7 +116,7 @@ class EncodedStream:
 
     def add_gop(self, packets: Sequence[bytes], width: int, height: int) -> None:
         """Appends one GOP (Annex-B packets, keyframe first) as an mp4 fragment."""
-        init, fragment = fragment_gop(packets, self.codec, width, height)
+        init, fragment = fragment_gop(packets, mux_codec(self.codec), width, height)
         self.init = self.init or init
         first = self.segment_starts[-1] + gop_num_frames(self.segments[-1]) if self.segments else 0
         self.segment_starts.append(first)
@@ -109,7 +165,7 @@ def transcode(
     Memory stays bounded by the encoder's lookahead: each GOP is checked against its
     source frames as soon as it is complete, then both are dropped.
     """
-    stream = EncodedStream(options.codec)
+    stream = EncodedStream(options.stored_codec)
     reference: collections.deque[np.ndarray] = collections.deque()
     psnrs: list[float] = []
     open_gop: list[av.Packet] = []
@@ -125,7 +181,7 @@ def transcode(
         # libx264/libx265 emit Annex-B with in-band parameter sets: each GOP stands alone.
         stream.add_gop([bytes(p) for p in open_gop], encoder.width, encoder.height)
         refs = [reference.popleft() for _ in open_gop]
-        size = (options.codec, encoder.width, encoder.height)
+        size = (options.stored_codec, encoder.width, encoder.height)
         psnrs.extend(_gops_psnr(stream.init, stream.segments[-1:], refs, size, where))
         open_gop.clear()
 
@@ -133,7 +189,7 @@ def transcode(
         if encoder is None:
             encoder = _make_encoder(options, fps, frame.width, frame.height, where)
         reference.append(frame.to_ndarray(format="rgb24"))
-        out = frame.reformat(format="yuv420p")
+        out = frame.reformat(format=encoder.pix_fmt)
         out.pts, out.time_base = i, encoder.time_base
         out.pict_type = av.video.frame.PictureType.NONE
         take(encoder.encode(out))
@@ -229,13 +285,15 @@ def x264_asm_cap() -> str:
 
 
 def _make_encoder(options: EncodeOptions, fps: int, width: int, height: int, where: str):
-    if width % 2 or height % 2:
+    name = CODECS[options.codec]
+    pix_fmt = "rgb24" if options.codec == "lossless" else options.pix_fmt
+    if pix_fmt == "yuv420p" and (width % 2 or height % 2):
         raise SourceError(
             f"{where}: {width}x{height} frames cannot be stored as yuv420p (odd size); "
-            "use --video-codec copy"
+            "use --video-codec lossless (or copy for a video camera)"
         )
-    encoder = av.CodecContext.create(CODECS[options.codec], "w")
-    encoder.width, encoder.height, encoder.pix_fmt = width, height, "yuv420p"
+    encoder = av.CodecContext.create(name, "w")
+    encoder.width, encoder.height, encoder.pix_fmt = width, height, pix_fmt
     encoder.time_base = Fraction(1, fps)
     encoder.framerate = Fraction(fps, 1)
     encoder.gop_size = options.gop
@@ -245,13 +303,14 @@ def _make_encoder(options: EncodeOptions, fps: int, width: int, height: int, whe
     # One thread: x264/x265 output then depends only on the input, not on the machine.
     encoder.thread_count = 1
     g = options.gop
-    if options.codec == "h264":
+    if options.codec in ("h264", "lossless"):
         params = ":".join(
             filter(
                 None, [f"keyint={g}:min-keyint={g}:scenecut=0:bframes=0:threads=1", x264_asm_cap()]
             )
         )
-        encoder.options = {"crf": str(options.crf), "preset": options.preset, "x264-params": params}
+        quality = {"qp": "0"} if options.codec == "lossless" else {"crf": str(options.crf)}
+        encoder.options = {**quality, "preset": options.preset, "x264-params": params}
         if options.tune:
             encoder.options = {**encoder.options, "tune": options.tune}
     else:

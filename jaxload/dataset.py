@@ -60,6 +60,7 @@ class JaxloadDataset:
             delta_timestamps, self.fps, [*self.info.features, *self.camera_keys]
         )
         self._frame_dtype = self.info.frame_dtype
+        self._string_keys = [k for k, f in self.info.features.items() if f.is_string]
         self._tasks = read_tasks(path)
         self._episodes = files.episodes.take(self._select(files.episodes.index, episodes))
         self.episode_index = self._episodes.index
@@ -111,11 +112,13 @@ class JaxloadDataset:
         )
 
     def element_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Shape and dtype of every array in a sample (all keys except "task")."""
+        """Shape and dtype of every value in a sample except "task"; a string feature's
+        dtype is numpy's str (`np.dtype(str)`): it stays host-local in batches."""
         spec = {}
         for key, feature in self.info.features.items():
             window = self._window_shape(key)
-            spec[key] = ((*window, *feature.shape), np.dtype(feature.dtype))
+            dtype = np.dtype(str) if feature.is_string else np.dtype(feature.dtype)
+            spec[key] = ((*window, *feature.shape), dtype)
         for key, cam in self.info.cameras.items():
             window = self._window_shape(key)
             spec[key] = ((*window, cam.height, cam.width, 3), np.dtype(np.uint8))
@@ -202,6 +205,8 @@ class JaxloadDataset:
             sample: Sample = {key: np.array(anchor[key]) for key in self.info.features}
             for key in frame_keys[1:]:
                 sample[key] = np.ascontiguousarray(rows.get(slots[key][b], needed[key][b])[key])
+            for key in self._string_keys:
+                sample[key] = self._strings(key, int(ep[b]), sample[key])
             for key, pad in pads.items():
                 sample[f"{key}_is_pad"] = pad[b]
             if self._speed is not None:
@@ -232,6 +237,12 @@ class JaxloadDataset:
             seg[b] = np.searchsorted(starts, frames[b], side="right") - 1
             local[b] = frames[b] - starts[seg[b]]
         return seg, local
+
+    def _strings(self, key: str, row: int, indices: np.ndarray) -> str | np.ndarray:
+        """Stored indices of a string feature -> its strings (str, or an array of str)."""
+        if indices.ndim == 0:
+            return self._episodes.string(key, row, int(indices))
+        return np.array([self._episodes.string(key, row, int(i)) for i in indices], dtype=str)
 
     def _task(self, task_index: int) -> str:
         try:

@@ -64,6 +64,11 @@ def segment_column(camera: str, field: str) -> str:
     return f"videos/{camera}/{field}"
 
 
+def strings_column(feature: str) -> str:
+    """Name of a string feature's per-episode vocabulary column in meta/episodes.parquet."""
+    return f"strings/{feature}"
+
+
 # An episode's records of one camera start at its `record_start` column: the mp4 init
 # segment, then one fragment per GOP.
 def camera_record_count(num_segments: int) -> int:
@@ -77,13 +82,28 @@ def segment_record(record_start: Any, segment: Any) -> Any:
     return record_start + 1 + segment
 
 
+# A string feature (a language annotation, per-frame text) is stored in the frame record
+# as this index into its episode's vocabulary: the `strings/<key>` list column of
+# meta/episodes.parquet (strings repeat within an episode; the records stay fixed-size).
+STRING = "string"
+STRING_INDEX_DTYPE = "uint32"
+
+
 @dataclasses.dataclass(frozen=True)
 class Feature:
     """A tabular feature: stored once per frame in the frame record."""
 
-    dtype: str
+    dtype: str  # a numpy dtype name, or STRING
     shape: tuple[int, ...]
     names: Any = None
+
+    @property
+    def is_string(self) -> bool:
+        return self.dtype == STRING
+
+    @property
+    def stored_dtype(self) -> np.dtype:
+        return np.dtype(STRING_INDEX_DTYPE if self.is_string else self.dtype)
 
     def to_json(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "shape": list(self.shape), "names": self.names}
@@ -169,7 +189,7 @@ class DatasetInfo:
 
 def frame_dtype(features: Mapping[str, Feature]) -> np.dtype:
     """The packed structured dtype of one frame record (little-endian, no padding)."""
-    fields = [(k, np.dtype(f.dtype).newbyteorder("<"), f.shape) for k, f in features.items()]
+    fields = [(k, f.stored_dtype.newbyteorder("<"), f.shape) for k, f in features.items()]
     return np.dtype(fields)
 
 
@@ -179,9 +199,11 @@ def content_fingerprint(
     cameras: Mapping[str, Camera],
     episodes: list[tuple[int, int, list[str]]],
     records_sha256: str,
+    strings: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> str:
-    """Identifies a dataset's content: its schema, episodes (id, length, tasks) and the
-    sha256 of every record in shard order. Independent of paths and library versions."""
+    """Identifies a dataset's content: its schema, episodes (id, length, tasks), the
+    per-episode vocabularies of string features and the sha256 of every record in shard
+    order. Independent of paths and library versions."""
     content = {
         "fps": fps,
         "features": {k: f.to_json() for k, f in features.items()},
@@ -189,6 +211,8 @@ def content_fingerprint(
         "episodes": [[int(e), int(n), list(t)] for e, n, t in episodes],
         "records": records_sha256,
     }
+    if strings:  # absent without string features: older fingerprints stay valid
+        content["strings"] = {k: [list(v) for v in per_ep] for k, per_ep in strings.items()}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
@@ -229,8 +253,11 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> Any:
-    """meta/episodes.parquet with an explicit schema (rows may come back from JSON)."""
+def episodes_table(
+    rows: Sequence[dict[str, Any]], cameras: Sequence[str], strings: Sequence[str] = ()
+) -> Any:
+    """meta/episodes.parquet with an explicit schema (rows may come back from JSON).
+    `strings`: the string features, each with its per-episode vocabulary column."""
     import pyarrow as pa
 
     fields = [
@@ -247,6 +274,7 @@ def episodes_table(rows: Sequence[dict[str, Any]], cameras: Sequence[str]) -> An
             (segment_column(cam, "segment_starts"), pa.list_(pa.int64())),
             (segment_column(cam, "psnr_min"), pa.float64()),
         ]
+    fields += [(strings_column(key), pa.list_(pa.string())) for key in strings]
     schema = pa.schema(fields)
     return pa.Table.from_pylist([{k: r[k] for k in schema.names} for r in rows], schema=schema)
 
@@ -260,6 +288,7 @@ __all__ = [
     "INFO_PATH",
     "READER_OPTIONS",
     "STATS_PATH",
+    "STRING",
     "TASKS_PATH",
     "WRITER_OPTIONS",
     "Camera",
@@ -275,5 +304,6 @@ __all__ = [
     "segment_column",
     "segment_record",
     "shard_path",
+    "strings_column",
     "write_json_atomic",
 ]

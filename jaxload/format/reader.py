@@ -83,6 +83,8 @@ class Episodes:
     tasks: list[list[str]]
     record_start: dict[str, np.ndarray]
     segment_starts: dict[str, list[np.ndarray]]
+    # string feature -> per episode, the strings its frames' indices point into
+    strings: dict[str, list[list[str]]] = dataclasses.field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -99,7 +101,18 @@ class Episodes:
             tasks=[self.tasks[r] for r in rows],
             record_start={c: v[rows] for c, v in self.record_start.items()},
             segment_starts={c: [v[r] for r in rows] for c, v in self.segment_starts.items()},
+            strings={k: [v[r] for r in rows] for k, v in self.strings.items()},
         )
+
+    def string(self, key: str, row: int, index: int) -> str:
+        """The value of string feature `key` whose stored index is `index` in episode `row`."""
+        vocabulary = self.strings[key][row]
+        if not 0 <= index < len(vocabulary):
+            raise DatasetError(
+                f"{self.where(row)}: feature {key!r} has string index {index}, but the "
+                f"episode has {len(vocabulary)} strings; the dataset is corrupt (reconvert it)"
+            )
+        return vocabulary[index]
 
     def where(self, row: int) -> str:
         """Where episode `row` lives, for error messages: its shard file and episode index."""
@@ -134,7 +147,9 @@ def read_episodes(root: str | os.PathLike, info: DatasetInfo) -> Episodes:
     """
     path = Path(root) / layout.EPISODES_PATH
     table = read_parquet(path)
-    missing = [c for c in episode_columns(info.cameras) if c not in table.column_names]
+    strings = [k for k, f in info.features.items() if f.is_string]
+    wanted = [*episode_columns(info.cameras), *map(layout.strings_column, strings)]
+    missing = [c for c in wanted if c not in table.column_names]
     if missing:
         raise DatasetError(f"{path}: columns {missing} missing")
 
@@ -155,6 +170,9 @@ def read_episodes(root: str | os.PathLike, info: DatasetInfo) -> Episodes:
                 for s in table[layout.segment_column(c, "segment_starts")].to_pylist()
             ]
             for c in info.cameras
+        },
+        strings={
+            k: [list(v or ()) for v in table[layout.strings_column(k)].to_pylist()] for k in strings
         },
     )
     _check_episodes(path, episodes, info)

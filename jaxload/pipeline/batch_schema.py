@@ -10,8 +10,9 @@ Rules when datasets differ (documented in the README):
   ``{key}_dim_is_pad`` of shape ``(D_max,)``, True on the padded dims.
 * Any other difference (image sizes, window lengths, dtypes) is an error: rename keys with
   ``key_maps`` or resize at conversion.
-* ``dataset_index`` (int64) says which dataset each sample came from; ``task`` is a numpy
-  array of Python strings (it cannot become a ``jax.Array``).
+* ``dataset_index`` (int64) says which dataset each sample came from; ``task`` and string
+  features (dtype ``str`` in a dataset's ``element_spec``) are numpy arrays of str (they
+  cannot become ``jax.Array``s), ``""`` where a dataset lacks the key.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ class BatchSchema:
 
     def _build(self) -> None:
         keys = sorted({k for spec in self.specs for k in spec if k not in STRING_KEYS})
+        self.strings: dict[str, tuple[int, ...]] = {k: () for k in STRING_KEYS}
+        for key in [k for k in keys if _is_string(self.specs, k)]:
+            entries = [(i, s[key][0], s[key][1]) for i, s in enumerate(self.specs) if key in s]
+            self.strings[key] = _unify(key, entries)
+            keys.remove(key)
         for key in keys:
             entries = [(i, s[key][0], s[key][1]) for i, s in enumerate(self.specs) if key in s]
             shape = _unify(key, entries)
@@ -149,11 +155,11 @@ class BatchSchema:
         for d, keys in enumerate(self.present):
             for key in keys:
                 out[key][dataset_ids == d] = False
-        strings = {k: [""] * n for k in STRING_KEYS}
+        strings = {k: np.full((n, *shape), "", dtype=object) for k, shape in self.strings.items()}
         for i, (sample, d) in enumerate(zip(samples, dataset_ids, strict=True)):
             self._write(out, strings, i, sample, int(d))
         for key, values in strings.items():
-            out[key] = np.asarray(values, dtype=str)
+            out[key] = values.astype(str)
         return out
 
     def _write(self, out: dict, strings: dict, i: int, sample: Mapping[str, Any], d: int) -> None:
@@ -168,6 +174,11 @@ class BatchSchema:
                     out[key][i] = value
                 else:
                     out[key][i, ..., : value.shape[-1]] = value
+
+
+def _is_string(specs: Sequence[Spec], key: str) -> bool:
+    """A key whose values are strings (dtype kind "U") in the datasets that have it."""
+    return any(key in s and np.dtype(s[key][1]).kind == "U" for s in specs)
 
 
 def _base(key: str) -> str | None:

@@ -167,9 +167,11 @@ def _where(block: Mapping[str, Any], row: int) -> str:
 def _common_features(sources: list[DatasetFiles], keys: Iterable[str] | None) -> dict[str, tuple]:
     """Key -> LeRobot stats shape, for keys every dataset has with the same shape."""
     first = sources[0].info.features
-    wanted = list(first) if keys is None else list(keys)
+    wanted = [k for k, f in first.items() if not f.is_string] if keys is None else list(keys)
     out = {}
     for key in wanted:
+        if any(key in s.info.features and s.info.features[key].is_string for s in sources):
+            raise ValueError(f"feature {key!r} holds strings: it has no statistics")
         shapes = {s.info.features[key].shape if key in s.info.features else None for s in sources}
         if None in shapes:
             if keys is not None:

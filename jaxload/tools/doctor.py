@@ -99,6 +99,7 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
             info.cameras,
             list(zip(ep.index, ep.length, ep.tasks, strict=True)),
             digest.hexdigest(),
+            ep.strings,
         )
         if actual != info.fingerprint:
             raise DatasetError(
