@@ -18,8 +18,10 @@ import numpy as np
 
 from jaxload.converters import lerobot_v3, lerobot_v21
 from jaxload.converters.files import Files
+from jaxload.converters.images import image_frames
 from jaxload.converters.lerobot_common import LeRobotSource, load_info, read_info
 from jaxload.converters.sources import READERS, open_files
+from jaxload.converters.tabular import features_from_schema
 from jaxload.errors import SourceError
 from jaxload.tools.doctor import CheckResult, run_checks
 
@@ -72,6 +74,9 @@ def _checks(files: Files) -> list[CheckResult]:
     def videos():
         return _check_videos(state["source"])
 
+    def images_and_features():
+        return _check_images_and_features(state["source"])
+
     return run_checks(
         [
             ("metadata loads and codebase version is supported", metadata),
@@ -80,6 +85,10 @@ def _checks(files: Files) -> list[CheckResult]:
             ("data files exist, row counts match, index sorted, no orphans", data_files),
             ("timestamps match fps", timestamps),
             ("videos exist, decode, match fps and hold every frame", videos),
+            (
+                "image frames decode at their declared size; every feature has a column",
+                images_and_features,
+            ),
         ]
     )
 
@@ -119,6 +128,23 @@ def _check_timestamps(source: LeRobotSource) -> str:
                 f"at fps {source.fps}"
             )
     return f"fps {source.fps}"
+
+
+def _check_images_and_features(source: LeRobotSource) -> str:
+    """What converting the data rows needs: each declared feature (numeric, string) has a
+    column of a kind jaxload carries, and every image frame decodes at its declared size."""
+    frames = 0
+    for ep in source.episode_ids:
+        rel = source.data_file(ep)
+        where = f"{source.files.describe(rel)}: episode {ep}"
+        schema = source.data_schema(ep)
+        features_from_schema(schema, source.tabular_columns(schema.names), source.features, where)
+        table = source.episode_frames(ep)
+        for cam in source.image_keys:
+            size = source.camera_size(cam)
+            frames += sum(1 for _ in image_frames(table, cam, size, where=where))
+    strings = [k for k, f in source.features.items() if f["dtype"] == "string"]
+    return f"{frames} image frames, {len(strings)} string feature(s)"
 
 
 def _check_videos(source: LeRobotSource) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import colorsys
 import hashlib
+import io
 import json
 import shutil
 import tempfile
@@ -170,9 +171,17 @@ def _episode_colour(episode_index: int) -> np.ndarray:
 
 
 def render_frame(
-    height: int, width: int, episode_index: int, frame_index: int, camera_index: int = 0
+    height: int,
+    width: int,
+    episode_index: int,
+    frame_index: int,
+    camera_index: int = 0,
+    noise: float = 0.0,
 ) -> np.ndarray:
-    """A textured scene: wall, wood-grain table, moving shaded disc (per-episode colour), LEDs."""
+    """A textured scene: wall, wood-grain table, moving shaded disc (per-episode colour), LEDs.
+
+    `noise`: standard deviation of Gaussian sensor noise (in 0..255 units), seeded by the
+    frame's identity, so footage-like content stays deterministic."""
     led, gap = led_geometry(height, width)
     if width < gap + 8 * (led + gap) or height < 2 * (led + gap):
         raise ValueError(f"image {height}x{width} is too small for the 8 frame-index LEDs")
@@ -194,6 +203,9 @@ def render_frame(
     light = np.sqrt((x - cx + 0.4 * radius) ** 2 + (y - cy + 0.4 * radius) ** 2) / (2 * radius)
     shade = np.clip(1.1 - light, 0.35, 1.0)[..., None]
     image = np.where((dist < radius)[..., None], _episode_colour(episode_index) * shade, image)
+    if noise:
+        rng = np.random.default_rng([episode_index, frame_index, camera_index])
+        image = image + rng.normal(0.0, noise, image.shape)
     frame = np.clip(np.rint(image), 0, 255).astype(np.uint8)
     _draw_leds(frame, frame_index)
     return frame
@@ -400,14 +412,24 @@ def _path(root: Path, template: str, number: int, **kw: str) -> Path:
 
 def _hf_feature(ft: Mapping[str, Any]) -> dict[str, Any]:
     """The ``datasets`` feature JSON lerobot's HF dataset stores for a LeRobot feature."""
+    if ft["dtype"] == "image":
+        return {"_type": "Image"}
     value = {"dtype": ft["dtype"], "_type": "Value"}
     if list(ft["shape"]) == [1]:
         return value
     return {"feature": value, "length": ft["shape"][0], "_type": "List"}
 
 
-def _arrow_column(values: np.ndarray, ft: Mapping[str, Any]) -> pa.Array:
-    """Scalars as plain arrays, vectors as ``fixed_size_list`` (as ``datasets`` writes them)."""
+def _arrow_column(values: Any, ft: Mapping[str, Any]) -> pa.Array:
+    """Scalars as plain arrays, vectors as ``fixed_size_list`` (as ``datasets`` writes them),
+    images as ``struct<bytes, path>`` of PNGs and strings as ``string``."""
+    if ft["dtype"] == "image":
+        return pa.array(
+            [{"bytes": png, "path": f"frame-{i:06d}.png"} for i, png in enumerate(values)],
+            type=pa.struct([("bytes", pa.binary()), ("path", pa.string())]),
+        )
+    if ft["dtype"] == "string":
+        return pa.array([str(v) for v in np.asarray(values).reshape(-1)], type=pa.string())
     arrow_type = pa.bool_() if ft["dtype"] == "bool" else pa.from_numpy_dtype(np.dtype(ft["dtype"]))
     flat = pa.array(np.ascontiguousarray(values).reshape(-1).astype(ft["dtype"]), type=arrow_type)
     if list(ft["shape"]) == [1]:
@@ -615,14 +637,18 @@ def _features(
     state_dim: int,
     action_dim: int,
     extra: Mapping[str, str],
+    image_cameras: Mapping[str, tuple[int, int]] = {},
+    strings: Sequence[str] = (),
 ) -> dict[str, dict[str, Any]]:
     """info.json ``features`` in lerobot's order: cameras, state, action, extras, defaults."""
     features: dict[str, dict[str, Any]] = {}
+    names = ["height", "width", "channels"]
     for key, (height, width) in cameras.items():
         if height % 2 or width % 2:
             raise ValueError(f"camera {key!r}: yuv420p needs even height and width")
-        names = ["height", "width", "channels"]
         features[key] = {"dtype": "video", "shape": [height, width, 3], "names": names}
+    for key, (height, width) in image_cameras.items():
+        features[key] = {"dtype": "image", "shape": [height, width, 3], "names": names}
     for key, dim in (("observation.state", state_dim), ("action", action_dim)):
         names = [f"joint_{i}" for i in range(dim)]
         features[key] = {"dtype": "float32", "shape": [dim], "names": names}
@@ -630,7 +656,22 @@ def _features(
         if dtype not in EXTRA_DTYPES:
             raise ValueError(f"extra feature {key!r}: dtype must be one of {EXTRA_DTYPES}")
         features[key] = {"dtype": dtype, "shape": [1], "names": None}
+    for key in strings:
+        features[key] = {"dtype": "string", "shape": [1], "names": None}
     return features | {k: dict(v) for k, v in DEFAULT_FEATURES.items()}
+
+
+def string_value(key: str, episode_index: int, frame_index: int) -> str:
+    """The string feature `key` of a frame: changes every 4 frames (like a subtask label)."""
+    return f"{key}: step {frame_index // 4} of episode {episode_index}"
+
+
+def _png(image: np.ndarray) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def _tabular(
@@ -684,6 +725,9 @@ def write_lerobot_v3(
     episodes_per_meta_file: int | None = None,
     extra_features: Mapping[str, str] | None = None,
     robot_type: str = "synthetic_arm",
+    image_cameras: Mapping[str, tuple[int, int]] | None = None,
+    string_features: Sequence[str] = (),
+    noise: float = 0.0,
 ) -> Path:
     """Write a LeRobot v3.0 dataset to ``root`` (created; must be absent or empty); returns it.
 
@@ -699,6 +743,10 @@ def write_lerobot_v3(
             one file), so cameras can split at different episodes.
         extra_features: extra scalar columns, name -> ``"float32"`` (progress in [0, 1)),
             ``"int64"`` (``frame_state``) or ``"bool"`` (last frame), e.g. ``next.done``.
+        image_cameras: LeRobot ``image`` cameras, key -> ``(height, width)``: one PNG per
+            frame inside the data parquet, as lerobot stores cameras recorded without video.
+        string_features: per-frame string columns (``string_value``), dtype ``"string"``.
+        noise: Gaussian sensor noise on every rendered image (footage-like content).
     """
     if video_codec not in VIDEO_CODECS:
         raise ValueError(f"video_codec must be one of {sorted(VIDEO_CODECS)}, got {video_codec!r}")
@@ -707,7 +755,8 @@ def write_lerobot_v3(
     extra = dict(extra_features or {})
     episodes = _plan(episode_lengths, episode_tasks)
     task_index = {t: i for i, t in enumerate(dict.fromkeys(t for e in episodes for t in e.tasks))}
-    features = _features(cameras, state_dim, action_dim, extra)
+    images = dict(image_cameras or {})
+    features = _features(cameras, state_dim, action_dim, extra, images, string_features)
     tabular = {k: ft for k, ft in features.items() if ft["dtype"] != "video"}
     if isinstance(episodes_per_video_file, Mapping) and set(episodes_per_video_file) - set(cameras):
         raise ValueError(
@@ -725,6 +774,15 @@ def write_lerobot_v3(
         videos = {k: _VideoAppender(root, k, fps, video_codec, Path(tmp)) for k in cameras}
         for ep in episodes:
             columns = _tabular(ep, fps, (state_dim, action_dim), extra, task_index)
+            for key in string_features:
+                columns[key] = np.array([string_value(key, ep.index, t) for t in range(ep.length)])
+            rendered = {}
+            for cam, (key, (height, width)) in enumerate({**cameras, **images}.items()):
+                rendered[key] = [
+                    render_frame(height, width, ep.index, t, cam, noise) for t in range(ep.length)
+                ]
+            for key in images:
+                columns[key] = [_png(frame) for frame in rendered[key]]
             data_writer.write(data_numbers[ep.index], columns, ep.index)
             data_chunk, data_file = _chunk_file(data_numbers[ep.index])
             row: dict[str, Any] = {"episode_index": ep.index, "tasks": ep.tasks}
@@ -732,11 +790,12 @@ def write_lerobot_v3(
             row |= {"data/file_index": data_file, "dataset_from_index": ep.start}
             row["dataset_to_index"] = ep.start + ep.length
             stats: dict[str, dict[str, np.ndarray]] = {}
-            for cam, (key, (height, width)) in enumerate(cameras.items()):
-                frames = [render_frame(height, width, ep.index, t, cam) for t in range(ep.length)]
-                row |= videos[key].add(video_numbers[key][ep.index], frames)
-                stats[key] = image_stats(frames)
-            stats |= {k: feature_stats(columns[k]) for k in tabular}
+            for key in cameras:
+                row |= videos[key].add(video_numbers[key][ep.index], rendered[key])
+            for key in [*cameras, *images]:
+                stats[key] = image_stats(rendered[key])
+            numeric = [k for k in tabular if tabular[k]["dtype"] not in ("image", "string")]
+            stats |= {k: feature_stats(columns[k]) for k in numeric}
             row |= {f"stats/{k}/{s}": v for k, st in stats.items() for s, v in st.items()}
             meta_chunk, meta_file = _chunk_file(meta_numbers[ep.index])
             row |= {"meta/episodes/chunk_index": meta_chunk, "meta/episodes/file_index": meta_file}

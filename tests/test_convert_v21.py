@@ -103,7 +103,7 @@ def test_v21_conversion_reads_back(converted):
 def test_doctor_passes_a_healthy_v21_source(sources, capsys):
     assert main(["doctor", str(sources[1])]) == 0
     out = capsys.readouterr().out
-    assert "codebase v2.1" in out and out.count("[  ok]") == 6
+    assert "codebase v2.1" in out and out.count("[  ok]") == 7
 
 
 def test_doctor_names_a_short_v21_video(sources, tmp_path, capsys):

@@ -29,7 +29,7 @@ def test_healthy_source_and_dataset_pass(sources, capsys):
     good, _, dataset = sources
     status, out = _doctor(good, capsys)
     assert status == 0, out
-    assert "LeRobot source" in out and out.count("[  ok]") == 6
+    assert "LeRobot source" in out and out.count("[  ok]") == 7
     status, out = _doctor(dataset, capsys)
     assert status == 0, out
     assert "jaxload dataset" in out and out.count("[  ok]") == 7
@@ -64,7 +64,7 @@ def test_missing_metadata_fails_first_check_and_skips_the_rest(sources, tmp_path
     (src / "meta/info.json").unlink()
     status, out = _doctor(src, capsys)
     assert status == 1
-    assert "[FAIL] metadata loads" in out and out.count("[skip]") == 5
+    assert "[FAIL] metadata loads" in out and out.count("[skip]") == 6
 
 
 def test_corrupt_shard_is_found(sources, tmp_path, capsys):
