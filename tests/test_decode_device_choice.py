@@ -91,3 +91,46 @@ def test_make_loader_auto_decodes_on_cpu_here_and_logs_why(dataset, caplog):
         batch = next(loader)
     assert batch["observation.images.top"].shape == (4, 48, 64, 3)
     assert "decode_device='auto' -> 'cpu'" in caplog.text and "no GPU" in caplog.text
+
+
+@pytest.fixture
+def image_camera_dataset(dataset):
+    """The dataset with a second camera stored as an image camera is (4:4:4 H.264)."""
+    top = dataset.info.cameras["observation.images.top"]
+    cams = {**dataset.info.cameras, "wrist_image": dataclasses.replace(top, codec="h264-yuv444p")}
+    info = dataclasses.replace(dataset.info, cameras=cams)
+
+    class Described:
+        path = dataset.path
+        camera_keys = sorted(cams)
+
+        def read_encoded(self, positions):  # pragma: no cover - only its presence counts
+            raise NotImplementedError
+
+    described = Described()
+    described.info = info
+    return described
+
+
+def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset):
+    """4:4:4 and lossless cameras are not sent to NVDEC; the other cameras are. The GPU
+    devices are simulated (no GPU here): only their `platform` is read."""
+    from jaxload.pipeline.decode_device import cameras_decoded_on_device
+
+    class GpuDevice:
+        platform = "gpu"
+
+    class GpuSharding:
+        addressable_devices = (GpuDevice(), GpuDevice())
+
+    check_cuda_decodable([image_camera_dataset], machine=_machine(H100))  # no error
+    assert choose_decode_device([image_camera_dataset], machine=_machine(H100))[0] == "cuda"
+    on_gpu = cameras_decoded_on_device("cuda", [image_camera_dataset], [{}], GpuSharding())
+    assert on_gpu == ("observation.images.top",)
+    cpu_only = dataclasses.replace(
+        image_camera_dataset.info,
+        cameras={"wrist_image": image_camera_dataset.info.cameras["wrist_image"]},
+    )
+    image_camera_dataset.info = cpu_only
+    device, reasons = choose_decode_device([image_camera_dataset], machine=_machine(H100))
+    assert device == "cpu"

@@ -23,6 +23,17 @@ log = logging.getLogger("jaxload.pipeline.decode_device")
 # each row of the global batch. "auto" resolves to "cuda" or "cpu".
 DECODE_DEVICES = ("cpu", "cuda", "device")
 
+# Stored codecs no NVDEC decodes (4:4:4 and RGB H.264; HEVC 4:4:4 only on some GPUs):
+# image cameras and lossless streams (docs/FORMAT.md, "Camera codecs"). With GPU decoding
+# their cameras stay with the workers (CPU) while the other cameras go to the GPUs.
+CPU_ONLY_CODECS = frozenset({"h264-yuv444p", "hevc-yuv444p", "h264rgb"})
+
+
+def gpu_codecs(datasets: Sequence[Any]) -> set[str]:
+    """The camera codecs of `datasets` that GPU decoding would handle."""
+    codecs = {cam.codec for d in datasets for cam in d.info.cameras.values()}
+    return codecs - CPU_ONLY_CODECS
+
 
 def decide_decode_device(
     machine: MachineInfo, codecs: set[str], decode_devices: Sequence[str], reasons: list[str]
@@ -71,13 +82,16 @@ def choose_decode_device(
     CUDA when torchcodec decodes on a GPU here and every GPU's NVDEC handles every camera
     codec of the datasets (A100/H100/H200 have no AV1 decoder); otherwise CPU.
     """
-    codecs = {cam.codec for d in datasets for cam in d.info.cameras.values()}
+    codecs = gpu_codecs(datasets)
     machine = machine or probe_machine()
     if machine.gpus and machine.torchcodec_cuda is None and codecs:
-        d = next(d for d in datasets if d.info.cameras)
-        machine = dataclasses.replace(
-            machine, torchcodec_cuda=probe_torchcodec_cuda(d.path, min(d.info.cameras))
+        d, cam = next(
+            (d, k)
+            for d in datasets
+            for k, c in sorted(d.info.cameras.items())
+            if c.codec not in CPU_ONLY_CODECS
         )
+        machine = dataclasses.replace(machine, torchcodec_cuda=probe_torchcodec_cuda(d.path, cam))
     reasons: list[str] = []
     device = decide_decode_device(machine, codecs, ("cpu", "cuda"), reasons)
     return device, tuple(reasons)
@@ -89,7 +103,8 @@ def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None
     by_codec: dict[str, list[str]] = {}
     for d in datasets:
         for key, cam in d.info.cameras.items():
-            by_codec.setdefault(cam.codec, []).append(f"{d.path}: {key}")
+            if cam.codec not in CPU_ONLY_CODECS:  # these decode in the workers
+                by_codec.setdefault(cam.codec, []).append(f"{d.path}: {key}")
     unsupported = nvdec_unsupported(machine, set(by_codec))
     if unsupported:
         bad = sorted({c for codecs in unsupported.values() for c in codecs})
@@ -186,11 +201,20 @@ def cameras_decoded_on_device(
             f"decode_device={decode_device!r} decodes each row on the device that holds it: "
             "pass `sharding` (a NamedSharding over the batch axis)"
         )
-    if decode_device == "cuda" and any(d.platform != "gpu" for d in sharding.addressable_devices):
+    on_gpus = all(d.platform == "gpu" for d in sharding.addressable_devices)
+    if decode_device == "cuda" and not on_gpus:
         raise ValueError("decode_device='cuda' needs GPU devices in `sharding`; use 'cpu'")
     per_dataset = [
         {rename_key(c, m) for c in d.camera_keys} for d, m in zip(datasets, key_maps, strict=True)
     ]
+    if on_gpus:  # cameras NVDEC cannot decode stay with the workers
+        cpu_only = {
+            rename_key(k, m)
+            for d, m in zip(datasets, key_maps, strict=True)
+            for k, c in getattr(getattr(d, "info", None), "cameras", {}).items()
+            if c.codec in CPU_ONLY_CODECS
+        }
+        per_dataset = [cams - cpu_only for cams in per_dataset]
     cameras = set().union(*per_dataset)
     for d, (ds, cams) in enumerate(zip(datasets, per_dataset, strict=True)):
         if cams and not hasattr(ds, "read_encoded"):
