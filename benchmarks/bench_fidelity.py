@@ -73,7 +73,7 @@ def image_modes(out: Path, repeats: int) -> dict:
     }
     frames = fmt.read_info(modes["default"]).total_frames
     seconds: dict[str, list[float]] = {m: [] for m in modes}
-    for name, path in modes.items():  # warm-up: imports, page cache
+    for path in modes.values():  # warm-up: imports, page cache
         read_all(path)
     for _ in range(repeats):
         for name, path in modes.items():

@@ -132,5 +132,5 @@ def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset)
         cameras={"wrist_image": image_camera_dataset.info.cameras["wrist_image"]},
     )
     image_camera_dataset.info = cpu_only
-    device, reasons = choose_decode_device([image_camera_dataset], machine=_machine(H100))
+    device, _ = choose_decode_device([image_camera_dataset], machine=_machine(H100))
     assert device == "cpu"
