@@ -217,3 +217,20 @@ def test_bad_fidelity_arguments_are_refused(libero_like, tmp_path):
         _convert(libero_like, tmp_path / "x", crf=20, min_psnr=40.0)
     with pytest.raises(JaxloadError, match="--min-psnr"):
         _convert(libero_like, tmp_path / "y", video_codec="lossless", min_psnr=40.0)
+
+
+def test_a_v21_dataset_with_image_cameras_and_strings(tmp_path):
+    from tests.lerobot_factory_v21 import write_lerobot_v21
+
+    src = write_lerobot_v21(
+        tmp_path / "src",
+        episode_lengths=(5, 7),
+        cameras={"top": (48, 64)},
+        image_cameras={"wrist_image": (48, 64)},
+        string_features=["note"],
+    )
+    ds = jaxload.open(_convert(src, tmp_path / "out"))
+    for position, sample in enumerate(ds.__getitems__(range(len(ds)))):
+        ep, frame = (0, position) if position < 5 else (1, position - 5)
+        assert sample["note"] == string_value("note", ep, frame)
+        assert decode_frame_leds(sample["wrist_image"]) == decode_frame_leds(sample["top"]) == frame
