@@ -19,3 +19,12 @@ class WindowError(JaxloadError, ValueError):
 
 class CheckpointError(JaxloadError):
     """A loader state cannot be restored onto this loader (other dataset, batch size, version)."""
+
+
+class DatasetChangedError(DatasetError):
+    """The dataset on disk is no longer the version a reader opened (replaced or rewritten):
+    reading on would mix two versions' data."""
+
+
+class CorruptRecordError(DatasetError):
+    """A record's bytes do not match the checksum written at conversion."""
