@@ -107,10 +107,21 @@ def _background(height: int, width: int, camera_index: int) -> tuple[np.ndarray,
     return y, x, image, rendered, np.float64(horizon)
 
 
+_SLOW_RENDER = lerobot_factory.render_frame
+
+
 def fast_render_frame(
-    height: int, width: int, episode_index: int, frame_index: int, camera_index: int = 0
+    height: int,
+    width: int,
+    episode_index: int,
+    frame_index: int,
+    camera_index: int = 0,
+    noise: float = 0.0,
 ) -> np.ndarray:
-    """`tests.lerobot_factory.render_frame`, pixel for pixel, computing only what moves."""
+    """`tests.lerobot_factory.render_frame`, pixel for pixel, computing only what moves
+    (noisy frames change everywhere: those take the factory's renderer)."""
+    if noise:
+        return _SLOW_RENDER(height, width, episode_index, frame_index, camera_index, noise)
     y, x, background, rendered, horizon = _background(height, width, camera_index)
     led, gap = lerobot_factory.led_geometry(height, width)
     if width < gap + 8 * (led + gap) or height < 2 * (led + gap):

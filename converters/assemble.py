@@ -35,6 +35,7 @@ class Assembled:
     rows: list[dict[str, Any]]  # meta/episodes.parquet rows, in episode order
     num_shards: int
     digest: str  # sha256 over every record in shard order (fmt.hash_record)
+    shard_records: tuple[int, ...] = ()  # records per shard
 
 
 def reconcile(state: JobState, units: Sequence[Unit]) -> None:
@@ -63,6 +64,7 @@ def assemble(
     records: dict[int, dict[str, Any]],
     cameras: Sequence[str],
     shard_bytes: int,
+    record_seed: int | None = None,
 ) -> Assembled:
     """Writes every shard (resuming after the last checkpoint) into state.dataset_dir."""
     checkpoints = state.shard_checkpoints()
@@ -103,6 +105,7 @@ def assemble(
         first_shard=len(checkpoints),
         digest=digest,
         on_close=on_close,
+        record_seed=record_seed,
     )
     try:
         for unit, stop in zip(units, stops):
@@ -121,7 +124,8 @@ def assemble(
     except BaseException:
         writer.abort()
         raise
-    return Assembled(rows, writer.num_shards, digest.hexdigest())
+    counts = tuple(c["records"] for c in state.shard_checkpoints())
+    return Assembled(rows, writer.num_shards, digest.hexdigest(), counts)
 
 
 def write_episodes(

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
+import json
 import os
 import shutil
 import socket
@@ -152,7 +154,9 @@ def convert(
         done = state.done_units()
         with make_engine(engine, workers, ray_address=ray_address) as runner:
             stats = _run_units(job, state, done, runner, progress, owns_cache=cache_dir is None)
-        assembled = assemble(state, job.units, done, source.camera_keys, shard_bytes)
+        assembled = assemble(
+            state, job.units, done, source.camera_keys, shard_bytes, job.record_seed
+        )
         info = _dataset_info(job, assembled, done)
         _write_meta(state.dataset_dir, source, assembled.rows, info)
         crash_point("meta")
@@ -191,6 +195,7 @@ class _Job:
     repo_id: str | None
     units: list[Unit]
     document: dict[str, Any]
+    record_seed: int  # keys the record checksums: differs between conversions of other content
 
     @classmethod
     def plan(cls, source, episodes, options, shard_bytes, repo_id) -> _Job:
@@ -212,12 +217,15 @@ class _Job:
         settings = {
             "format_version": fmt.FORMAT_VERSION,
             "frames_per_block": fmt.FRAMES_PER_BLOCK,
-            "video": dataclasses.asdict(options),
+            "video": json.loads(
+                json.dumps(dataclasses.asdict(options))
+            ),  # as stored: tuples -> lists
             "shard_bytes": shard_bytes,
             "repo_id": repo_id,
         }
         document = plan_document(identity, settings, units)
-        return cls(source, selected, features, options, shard_bytes, repo_id, units, document)
+        seed = _record_seed(source, selected, features, settings)
+        return cls(source, selected, features, options, shard_bytes, repo_id, units, document, seed)
 
     @property
     def id(self) -> str:
@@ -226,6 +234,17 @@ class _Job:
     @property
     def frames(self) -> int:
         return sum(u.frames for u in self.units)
+
+
+def _record_seed(source, selected, features, settings) -> int:
+    """The key of the record checksums: from what the dataset holds and how it is encoded,
+    never from paths or the source's layout (v2.1 and v3.0 of the same data convert to
+    the same bytes), so two conversions of different content key their records apart."""
+    episodes = [[e, source.episode(e).length, list(source.episode(e).tasks)] for e in selected]
+    encoding = {k: v for k, v in settings.items() if k != "repo_id"}  # a label, not content
+    content = [source.fps, {k: f.to_json() for k, f in features.items()}, episodes, encoding]
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return int(digest[:16], 16)
 
 
 def _encode_options(
@@ -451,6 +470,8 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
         cameras=cameras,
         num_shards=assembled.num_shards,
         fingerprint=fingerprint,
+        record_seed=job.record_seed,
+        shard_records=assembled.shard_records,
         source=described,
         converter={
             "frames_per_block": fmt.FRAMES_PER_BLOCK,

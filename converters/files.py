@@ -18,6 +18,7 @@ import abc
 import copy
 import fnmatch
 import os
+import posixpath
 import uuid
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,23 @@ class Files(abc.ABC):
     def read_bytes(self, rel: str, what: str | None = None) -> bytes:
         return self.local(rel, what).read_bytes()
 
+    def check_inside(self, rel: str, what: str | None = None) -> str:
+        """`rel`, or a SourceError when it points outside the dataset root.
+
+        Paths come from the source's own metadata (info.json templates, episode rows), so a
+        crafted dataset could name `../../etc/passwd` or an absolute path. The check is on
+        the path as written: symlinks inside the root are the owner's choice (a hub cache
+        snapshot is made of them)."""
+        normal = posixpath.normpath(rel.replace("\\", "/"))
+        if posixpath.isabs(normal) or normal == ".." or normal.startswith("../") or ":" in normal:
+            raise SourceError(
+                f"{self.describe('')}: path {rel!r}"
+                + (f" ({what})" if what else "")
+                + " points outside the dataset; refusing to read it (check meta/info.json's "
+                "path templates and the episode metadata)"
+            )
+        return rel
+
     def evict(self, rel: str) -> None:  # noqa: B027 (optional hook: local files stay)
         """Drops the cached copy of a file nobody needs any more (remote sources only)."""
 
@@ -100,7 +118,7 @@ class LocalFiles(Files):
         return str(self.root / rel)
 
     def local(self, rel: str, what: str | None = None) -> Path:
-        path = self.root / rel
+        path = self.root / self.check_inside(rel, what)
         if not path.is_file():
             raise SourceError(f"{path}: missing" + (f" ({what})" if what else ""))
         return path
@@ -145,6 +163,7 @@ class CachedRemoteFiles(Files):
     def local(self, rel: str, what: str | None = None) -> Path:
         if self.cache_dir is None:
             raise RuntimeError("remote files need a cache_dir before they can be read")
+        self.check_inside(rel, what)
         if not self.exists(rel):  # known from the listing: no request for a missing file
             raise SourceError(f"{self.describe(rel)}: missing" + (f" ({what})" if what else ""))
         return self._retry(lambda: self._download(rel), self.describe(rel), missing=what)

@@ -22,7 +22,7 @@ import numpy as np
 
 from jaxload.converters.fragments import fragment_gop
 from jaxload.decode.frames import decode_gops
-from jaxload.errors import SourceError
+from jaxload.errors import DatasetError, SourceError
 from jaxload.format.mp4 import gop_num_frames
 
 # --video-codec -> FFmpeg encoder. "lossless" is x264's RGB mode at qp 0: every pixel
@@ -369,7 +369,7 @@ def _gops_psnr(
         )
     try:
         decoded = decode_gops(init, segments, [range(n) for n in counts], *size)
-    except RuntimeError as e:
+    except (RuntimeError, DatasetError) as e:
         raise SourceError(f"{where}: stored stream does not decode ({e})") from e
     return [psnr(a, b) for a, b in zip(np.concatenate(decoded), reference)]
 

@@ -17,7 +17,9 @@ class ShardWriter:
     """Appends whole episodes to shard files, starting a new shard past `shard_bytes`.
 
     An episode never spans two shards, so one sample always reads from one file. The
-    output depends only on the order and content of the episodes appended.
+    output depends only on the order and content of the episodes appended. With a
+    `record_seed`, every record is stored sealed with its position-keyed checksum
+    (`jaxload.format.seal_record`); the digest covers the stored bytes.
 
     Each shard is written under a temp name and renamed when it is complete; then
     `on_close(shard, records, bytes)` runs (the converter checkpoints there). To resume
@@ -32,8 +34,10 @@ class ShardWriter:
         first_shard: int = 0,
         digest=None,
         on_close: Callable[[int, int, int], None] | None = None,
+        record_seed: int | None = None,
     ):
         self._root = root
+        self._seed = record_seed  # None: records are written as given (no checksums)
         self._shard_bytes = shard_bytes
         self._on_close = on_close
         self._writer: ArrayRecordWriter | None = None
@@ -51,9 +55,11 @@ class ShardWriter:
         for block in blocks:
             starts.append(self._records)
             for record in block:
+                if self._seed is not None:
+                    record = fmt.seal_record(record, self._seed, self._shard, self._records)
                 self._writer.write(record)
                 fmt.hash_record(self.digest, record)
-            self._records += len(block)
+                self._records += 1
         self._bytes += size
         return self._shard, starts
 

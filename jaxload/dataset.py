@@ -196,6 +196,7 @@ class JaxloadDataset:
                 codec=camera.codec,
                 width=camera.width,
                 height=camera.height,
+                where=f"{self.path}: camera {cam}, episodes {_some(self.episode_index[ep])}",
             )
         frame_keys = [k for k in needed if k not in self.info.cameras]
         rows = _FrameRows(records, {k: slots[k] for k in frame_keys}, self._frame_dtype)
@@ -271,6 +272,12 @@ def open(
     see jaxload.stats.speed), computed once per dataset and stored in its metadata.
     """
     return JaxloadDataset(path, delta_timestamps=delta_timestamps, episodes=episodes, speed=speed)
+
+
+def _some(episodes: np.ndarray, limit: int = 8) -> str:
+    """Episode ids for a message: the distinct ones, at most `limit`."""
+    ids = np.unique(episodes).tolist()
+    return ", ".join(map(str, ids[:limit])) + (", ..." if len(ids) > limit else "")
 
 
 def _init_key(camera: str) -> tuple[str, str]:

@@ -193,3 +193,27 @@ def test_newer_format_version_is_refused(converted, tmp_path):
 
 def test_source_error_is_a_jaxload_error():
     assert issubclass(SourceError, JaxloadError)
+
+
+@pytest.mark.parametrize("template", ["data_path", "video_path"])
+@pytest.mark.parametrize("escape", ["relative", "absolute"])
+def test_paths_outside_the_source_are_never_read(src, tmp_path, template, escape):
+    """A crafted info.json naming files outside the dataset (`../`, absolute) is refused
+    before anything is opened there, by convert and by doctor."""
+    from jaxload.converters.doctor import check_source
+
+    info = json.loads((src / "meta/info.json").read_text())
+    folder = "data" if template == "data_path" else "videos"
+    outside = tmp_path / "outside"
+    shutil.copytree(src / folder, outside)
+    original = info[template]
+    relative_to_folder = original.split("/", 1)[1]
+    info[template] = (
+        f"../outside/{relative_to_folder}"
+        if escape == "relative"
+        else f"{outside}/{relative_to_folder}"
+    )
+    (src / "meta/info.json").write_text(json.dumps(info))
+    _expect_failure(src, tmp_path, r"points outside the dataset; refusing to read it")
+    failed = [r for r in check_source(src) if r.status == "FAIL"]
+    assert failed and "points outside the dataset" in failed[0].detail

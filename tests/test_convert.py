@@ -187,7 +187,7 @@ def test_h264_is_tuned_for_fast_decoding_unless_asked_not_to(tmp_path):
         assert decode_frame_leds(fast[i]["observation.images.top"]) == i
     hevc = convert(src, tmp_path / "hevc", video_codec="hevc", workers=1, progress=False)
     assert hevc.psnr  # hevc takes no tune by default
-    with pytest.raises(JaxloadError, match="h264 only"):
+    with pytest.raises(JaxloadError, match="h264 or lossless only"):
         convert(src, tmp_path / "bad", video_codec="hevc", tune="fastdecode", progress=False)
     assert not leftovers(tmp_path, "bad")
 

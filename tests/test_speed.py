@@ -35,6 +35,7 @@ def _episodes(root: Path, lengths, tasks) -> Path:
         fingerprint="",
         source={},
         converter={},
+        record_seed=0,  # format 3 (no shard is read here)
     )
     (root / fmt.INFO_PATH).write_text(json.dumps(info.to_json()))
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()

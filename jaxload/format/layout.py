@@ -32,9 +32,19 @@ import numpy as np
 from jaxload.errors import DatasetError
 
 FORMAT_NAME = "jaxload"
-# 2: GOP records are mp4 fragments after a per-camera init record (1: packed Annex-B
-# packets, remuxed on every read).
-FORMAT_VERSION = 2
+# 3: every record ends with an 8-byte xxh3_64 checksum keyed by its position, verified on
+# every read. 2: GOP records are mp4 fragments after a per-camera init record (1: packed
+# Annex-B packets, remuxed on every read).
+FORMAT_VERSION = 3
+# Versions this reader reads: 2 without per-record checks (`jaxload doctor` verifies such a
+# dataset's fingerprint; reconverting adds the checks).
+READABLE_VERSIONS = (2, 3)
+
+# Record checksum: xxh3_64 of the payload with a seed mixing the dataset's record seed and
+# the record's (shard, number), appended little-endian. A flipped bit, a truncated record
+# and a valid record served from another position or another conversion all fail it.
+RECORD_CHECK = "xxh3_64"
+RECORD_CHECK_BYTES = 8
 
 INFO_PATH = "meta/info.json"
 EPISODES_PATH = "meta/episodes.parquet"
@@ -57,6 +67,29 @@ FRAMES_PER_BLOCK = 32
 def shard_path(index: int) -> str:
     """Path of shard `index`, relative to the dataset root."""
     return f"{DATA_DIR}/shard-{index:05d}.array_record"
+
+
+def record_key(seed: int, shard: int, record: int) -> int:
+    """The xxh3 seed of record `record` of shard `shard` (records < 2**40 per shard)."""
+    return (seed ^ (shard << 40) ^ record) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def seal_record(payload: bytes, seed: int, shard: int, record: int) -> bytes:
+    """The stored form of a record: its payload and its position-keyed checksum."""
+    import xxhash
+
+    check = xxhash.xxh3_64_intdigest(payload, seed=record_key(seed, shard, record))
+    return payload + check.to_bytes(RECORD_CHECK_BYTES, "little")
+
+
+def unseal_record(stored: bytes, seed: int, shard: int, record: int) -> bytes | None:
+    """The payload of a stored record, or None when its checksum does not match."""
+    import xxhash
+
+    payload, check = stored[:-RECORD_CHECK_BYTES], stored[-RECORD_CHECK_BYTES:]
+    expected = xxhash.xxh3_64_intdigest(payload, seed=record_key(seed, shard, record))
+    ok = len(stored) >= RECORD_CHECK_BYTES and check == expected.to_bytes(8, "little")
+    return payload if ok else None
 
 
 def segment_column(camera: str, field: str) -> str:
@@ -138,15 +171,24 @@ class DatasetInfo:
     fingerprint: str
     source: dict[str, Any]
     converter: dict[str, Any]
+    format_version: int = FORMAT_VERSION
+    # Per-record checks (version 3): the seed, and each shard's record count.
+    record_seed: int | None = None
+    shard_records: tuple[int, ...] = ()
 
     @property
     def frame_dtype(self) -> np.dtype:
         return frame_dtype(self.features)
 
+    @property
+    def checked(self) -> bool:
+        """Whether records carry checksums (format version 3 and later)."""
+        return self.record_seed is not None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
+            "format_version": self.format_version,
             "fps": self.fps,
             "total_frames": self.total_frames,
             "total_episodes": self.total_episodes,
@@ -156,6 +198,17 @@ class DatasetInfo:
             "fingerprint": self.fingerprint,
             "source": self.source,
             "converter": self.converter,
+        } | self._records_json()
+
+    def _records_json(self) -> dict[str, Any]:
+        if not self.checked:
+            return {}
+        return {
+            "records": {
+                "checksum": RECORD_CHECK,
+                "seed": self.record_seed,
+                "per_shard": list(self.shard_records),
+            }
         }
 
     @classmethod
@@ -163,12 +216,15 @@ class DatasetInfo:
         if raw.get("format") != FORMAT_NAME:
             raise DatasetError(f"{where}: not a jaxload dataset (format={raw.get('format')!r})")
         version = raw.get("format_version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise DatasetError(
                 f"{where}: format_version {version} is not supported by this jaxload "
-                f"(reads version {FORMAT_VERSION}); reconvert with `jaxload convert`"
+                f"(reads versions {list(READABLE_VERSIONS)}); reconvert with `jaxload convert`"
             )
         try:
+            records = raw["records"] if version >= 3 else {}
+            if version >= 3 and records.get("checksum") != RECORD_CHECK:
+                raise ValueError(f"records.checksum {records.get('checksum')!r}")
             return cls(
                 fps=int(raw["fps"]),
                 total_frames=int(raw["total_frames"]),
@@ -182,6 +238,9 @@ class DatasetInfo:
                 fingerprint=str(raw["fingerprint"]),
                 source=dict(raw.get("source", {})),
                 converter=dict(raw.get("converter", {})),
+                format_version=int(version),
+                record_seed=int(records["seed"]) if version >= 3 else None,
+                shard_records=tuple(int(n) for n in records.get("per_shard", ())),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise DatasetError(f"{where}: malformed metadata ({type(e).__name__}: {e})") from e
@@ -286,7 +345,10 @@ __all__ = [
     "FORMAT_VERSION",
     "FRAMES_PER_BLOCK",
     "INFO_PATH",
+    "READABLE_VERSIONS",
     "READER_OPTIONS",
+    "RECORD_CHECK",
+    "RECORD_CHECK_BYTES",
     "STATS_PATH",
     "STRING",
     "TASKS_PATH",
@@ -301,9 +363,12 @@ __all__ = [
     "hash_record",
     "num_blocks",
     "read_info",
+    "record_key",
+    "seal_record",
     "segment_column",
     "segment_record",
     "shard_path",
     "strings_column",
+    "unseal_record",
     "write_json_atomic",
 ]

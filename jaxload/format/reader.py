@@ -17,17 +17,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jaxload.errors import DatasetError
+from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
 from jaxload.format import layout
 from jaxload.format.layout import DatasetInfo, read_info
+
+log = logging.getLogger("jaxload.format.reader")
 
 # Frame-block records per read when streaming every frame (stats): few calls, bounded memory.
 READ_BLOCKS = 64
@@ -130,6 +133,26 @@ class Episodes:
         count = layout.camera_record_count(len(self.segment_starts[camera][row]))
         return range(start, start + count)
 
+    def locate(self, shard: int, record: int) -> str:
+        """What record `record` of shard `shard` holds, for error messages."""
+        for row in np.flatnonzero(self.shard == shard):
+            episode = f"episode {int(self.index[row])}"
+            blocks = self.frame_records(row)
+            if record in blocks:
+                first = (record - blocks.start) * layout.FRAMES_PER_BLOCK
+                last = min(first + layout.FRAMES_PER_BLOCK, int(self.length[row])) - 1
+                return f"{episode}, frames {first}..{last} (tabular block)"
+            for cam in self.record_start:
+                run = self.camera_records(row, cam)
+                if record in run:
+                    if record == run.start:
+                        return f"{episode}, camera {cam}, init segment"
+                    gop = record - run.start - 1
+                    starts = self.segment_starts[cam][row]
+                    end = starts[gop + 1] if gop + 1 < len(starts) else int(self.length[row])
+                    return f"{episode}, camera {cam}, frames {int(starts[gop])}..{int(end) - 1}"
+        return "no episode's record"
+
     def records_end(self, row: int) -> int:
         """One past the last record episode `row` uses in its shard."""
         ends = [self.frame_records(row).stop]
@@ -216,6 +239,44 @@ def _check_episodes(path: Path, episodes: Episodes, info: DatasetInfo) -> None:
                     f"episode {int(episodes.index[row])}, camera {cam}: GOP starts "
                     f"{starts.tolist()[:8]} do not tile its {int(lengths[row])} frames"
                 )
+    _check_record_layout(episodes, info, bad)
+
+
+def _check_record_layout(episodes: Episodes, info: DatasetInfo, bad) -> None:
+    """Each episode's records (frame blocks, then per camera in key order its init segment
+    and GOPs) follow each other without gap or overlap, episodes tile their shard from
+    record 0, and each shard ends where info.json's record count says (format 3)."""
+    ends = episodes.frames_record_start + -(-episodes.length // layout.FRAMES_PER_BLOCK)
+    for cam in sorted(episodes.record_start):
+        starts = episodes.record_start[cam]
+        wrong = np.flatnonzero(starts != ends)
+        if wrong.size:
+            row = int(wrong[0])
+            raise bad(
+                f"episode {int(episodes.index[row])}, camera {cam}: records start at "
+                f"{int(starts[row])}, expected {int(ends[row])} (right after the previous ones)"
+            )
+        ends = starts + 1 + np.array([len(g) for g in episodes.segment_starts[cam]], np.int64)
+    order = np.lexsort((episodes.frames_record_start, episodes.shard))
+    shard, first, last = episodes.shard[order], episodes.frames_record_start[order], ends[order]
+    opens_shard = np.r_[True, shard[1:] != shard[:-1]]
+    expected = np.where(opens_shard, 0, np.r_[0, last[:-1]])
+    wrong = np.flatnonzero(first != expected)
+    if wrong.size:
+        row = order[wrong[0]]
+        raise bad(
+            f"episode {int(episodes.index[row])} starts at record {int(first[wrong[0]])} of "
+            f"shard {int(shard[wrong[0]])}, expected {int(expected[wrong[0]])}"
+        )
+    if info.shard_records:
+        closes_shard = np.r_[shard[1:] != shard[:-1], True]
+        counts = np.asarray(info.shard_records, np.int64)
+        for s, end in zip(shard[closes_shard], last[closes_shard], strict=True):
+            if end != counts[s]:
+                raise bad(
+                    f"shard {int(s)}'s episodes end at record {int(end)}, but "
+                    f"{layout.INFO_PATH} says it holds {int(counts[s])}"
+                )
 
 
 def episode_columns(cameras: Sequence[str] | Mapping[str, Any]) -> list[str]:
@@ -231,11 +292,28 @@ def episode_columns(cameras: Sequence[str] | Mapping[str, Any]) -> list[str]:
 
 class ShardReaders:
     """Readers of a dataset's shards, one set per thread (ArrayRecord readers are not
-    shared across threads), reopened after pickling (each process opens its own)."""
+    shared across threads), reopened after pickling (each process opens its own).
 
-    def __init__(self, root: str | os.PathLike):
+    They serve exactly the dataset version that was opened (`info`): a shard is checked
+    when a thread first opens it (its record count, and that meta/info.json still holds
+    the opened fingerprint), and every record read is checked against its position-keyed
+    checksum (format version 3). A mismatch raises `DatasetChangedError` when the dataset
+    on disk is another version now, else `CorruptRecordError`; both name the shard and the
+    record, and `describe(shard, record)` (e.g. `Episodes.locate`) says what it holds.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        info: DatasetInfo,
+        describe: Callable[[int, int], str] | None = None,
+    ):
         self.root = str(root)
+        self.info = info
+        self.describe = describe
         self._local = threading.local()
+        if not info.checked:
+            _warn_unchecked(self.root, info.format_version)
 
     def path(self, shard: int) -> str:
         return os.path.join(self.root, layout.shard_path(shard))
@@ -243,17 +321,60 @@ class ShardReaders:
     def get(self, shard: int) -> Any:
         readers = self._local.__dict__.setdefault("readers", {})
         if shard not in readers:
-            readers[shard] = open_shard(self.path(shard))
+            self._check_version()
+            reader = open_shard(self.path(shard))
+            readers[shard] = reader
+            self._check_record_count(shard, reader)
         return readers[shard]
 
     def read(self, shard: int, records: Sequence[int]) -> list[bytes]:
-        """Records of one shard, in one batched call."""
+        """Records of one shard (their payloads, verified), in one batched call."""
+        records = [int(r) for r in records]
         try:
-            return self.get(shard).read([int(r) for r in records])
+            stored = self.get(shard).read(records)
         except DatasetError:
             raise
         except Exception as e:  # array_record: RuntimeError on a bad chunk or an index past the end
+            self._check_version()
             raise DatasetError(f"{self.path(shard)}: cannot read records ({e})") from e
+        if not self.info.checked:
+            return stored
+        seed = self.info.record_seed
+        payloads = [layout.unseal_record(d, seed, shard, r) for d, r in zip(stored, records)]
+        if any(p is None for p in payloads):
+            bad = records[next(i for i, p in enumerate(payloads) if p is None)]
+            self._check_version()
+            where = f" ({self.describe(shard, bad)})" if self.describe else ""
+            raise CorruptRecordError(
+                f"{self.path(shard)}: record {bad}{where} does not match its checksum: the "
+                f"file changed after conversion (dataset {self.root}); reconvert or restore it"
+            )
+        return payloads
+
+    def _check_version(self) -> None:
+        """Raises DatasetChangedError when meta/info.json is no longer the opened one."""
+        try:
+            now = read_info(self.root).fingerprint
+        except DatasetError as e:
+            raise DatasetChangedError(
+                f"{self.root}: the dataset changed on disk after it was opened ({e})"
+            ) from e
+        if now != self.info.fingerprint:
+            raise DatasetChangedError(
+                f"{self.root}: the dataset on disk is another version than the one opened "
+                f"(fingerprint {now[:12]}..., opened {self.info.fingerprint[:12]}...); "
+                "reopen it (and start a new run: a checkpoint of this one cannot resume there)"
+            )
+
+    def _check_record_count(self, shard: int, reader: Any) -> None:
+        if not self.info.shard_records:
+            return
+        expected, actual = self.info.shard_records[shard], reader.num_records()
+        if actual != expected:
+            raise DatasetError(
+                f"{self.path(shard)}: holds {actual} records but {layout.INFO_PATH} says "
+                f"{expected}: the shard is truncated or from another conversion"
+            )
 
     def read_requests(
         self, requests: Mapping[Any, tuple[np.ndarray, np.ndarray]]
@@ -291,11 +412,27 @@ class ShardReaders:
                 reader.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root}
+        return {"root": self.root, "info": self.info, "describe": self.describe}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.root = state["root"]
+        self.__dict__.update(state)
         self._local = threading.local()
+
+
+_warned: set[str] = set()
+
+
+def _warn_unchecked(root: str, version: int) -> None:
+    """Once per dataset and process: its records carry no checksums."""
+    if root not in _warned:
+        _warned.add(root)
+        log.warning(
+            "%s: format version %d has no per-record checksums (reads are not verified); "
+            "`jaxload doctor %s` verifies its fingerprint, reconverting adds the checks",
+            root,
+            version,
+            root,
+        )
 
 
 class DatasetFiles:
@@ -305,7 +442,7 @@ class DatasetFiles:
         self.root = str(root)
         self.info = read_info(root)
         self.episodes = read_episodes(root, self.info)
-        self.readers = ShardReaders(root)
+        self.readers = ShardReaders(root, self.info, self.episodes.locate)
 
     def tasks(self) -> dict[int, str]:
         return read_tasks(self.root)

@@ -159,7 +159,7 @@ def probe_torchcodec_cuda(path: str, camera: str) -> bool:
         return False
     try:
         probe_decode(path, camera, "cuda:0")
-    except (RuntimeError, ValueError, OSError) as e:
+    except (RuntimeError, ValueError, OSError, DatasetError) as e:
         if not any(word in str(e).lower() for word in _NO_CUDA_DECODE):
             raise
         log.info("torchcodec CUDA decode unavailable: %s: %s", type(e).__name__, e)

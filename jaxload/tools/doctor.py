@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxload import format as fmt
 from jaxload.decode.frames import decode_gops
-from jaxload.errors import DatasetError, JaxloadError
+from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError
 from jaxload.format.mp4 import gop_num_frames
 from jaxload.format.reader import DatasetFiles, open_shard, read_info, read_tasks
 
@@ -63,8 +63,9 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
     state: dict = {}
 
     def metadata():
-        state["info"] = read_info(root)
-        return f"format version {fmt.FORMAT_VERSION}, {state['info'].total_episodes} episodes"
+        info = state["info"] = read_info(root)
+        checks = "records checksummed" if info.checked else "no per-record checksums"
+        return f"format version {info.format_version} ({checks}), {info.total_episodes} episodes"
 
     def episodes():
         # The reader checks the table against info.json (episode and frame totals, shards,
@@ -76,8 +77,9 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
         return f"{len(read_tasks(root))} tasks"
 
     def shards():
-        state["records"] = _read_all_records(state["files"])
-        return f"{state['info'].num_shards} shards"
+        state["digest"] = hashlib.sha256()
+        state["records"] = _read_all_records(state["files"], state["digest"])
+        return f"{state['info'].num_shards} shards, every record matches its checksum"
 
     def frames():
         _check_frame_records(state["files"], state["records"])
@@ -88,10 +90,7 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
         return f"{n} segments decode to the expected frame counts"
 
     def fingerprint():
-        digest = hashlib.sha256()
-        for shard in sorted(state["records"]):
-            for record in state["records"][shard]:
-                fmt.hash_record(digest, record)
+        digest = state["digest"]
         info, ep = state["info"], state["files"].episodes
         actual = fmt.content_fingerprint(
             info.fps,
@@ -121,9 +120,10 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
     )
 
 
-def _read_all_records(files: DatasetFiles) -> dict[int, list[bytes]]:
-    """Every record of every shard, checked to be exactly the records the episode table
-    implies."""
+def _read_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
+    """Every record's payload of every shard, checked to be exactly the records the
+    episode table implies and (format 3) to match its checksum; the stored bytes are
+    hashed into `digest` (the fingerprint's)."""
     ep = files.episodes
     expected: dict[int, int] = {}
     for row in range(len(ep)):
@@ -143,7 +143,24 @@ def _read_all_records(files: DatasetFiles) -> dict[int, list[bytes]]:
                 f"{path}: holds {len(records[shard])} records, the episode table implies "
                 f"{expected.get(shard, 0)}"
             )
+        for record in records[shard]:
+            fmt.hash_record(digest, record)
+        if files.info.checked:
+            records[shard] = _unsealed(files, shard, records[shard], path)
     return records
+
+
+def _unsealed(files: DatasetFiles, shard: int, stored: list[bytes], path: str) -> list[bytes]:
+    payloads = []
+    for number, data in enumerate(stored):
+        payload = fmt.unseal_record(data, files.info.record_seed, shard, number)
+        if payload is None:
+            raise CorruptRecordError(
+                f"{path}: record {number} ({files.episodes.locate(shard, number)}) does not "
+                "match its checksum"
+            )
+        payloads.append(payload)
+    return payloads
 
 
 def _check_frame_records(files: DatasetFiles, records: dict[int, list[bytes]]) -> None:
