@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from xxhash import xxh3_64_intdigest
 
 from jaxload.errors import DatasetError
 
@@ -76,20 +77,19 @@ def record_key(seed: int, shard: int, record: int) -> int:
 
 def seal_record(payload: bytes, seed: int, shard: int, record: int) -> bytes:
     """The stored form of a record: its payload and its position-keyed checksum."""
-    import xxhash
-
-    check = xxhash.xxh3_64_intdigest(payload, seed=record_key(seed, shard, record))
+    check = xxh3_64_intdigest(payload, seed=record_key(seed, shard, record))
     return payload + check.to_bytes(RECORD_CHECK_BYTES, "little")
 
 
 def unseal_record(stored: bytes, seed: int, shard: int, record: int) -> bytes | None:
     """The payload of a stored record, or None when its checksum does not match."""
-    import xxhash
-
-    payload, check = stored[:-RECORD_CHECK_BYTES], stored[-RECORD_CHECK_BYTES:]
-    expected = xxhash.xxh3_64_intdigest(payload, seed=record_key(seed, shard, record))
-    ok = len(stored) >= RECORD_CHECK_BYTES and check == expected.to_bytes(8, "little")
-    return payload if ok else None
+    if len(stored) < RECORD_CHECK_BYTES:
+        return None
+    view = memoryview(stored)  # hash without copying the payload first
+    check = xxh3_64_intdigest(view[:-RECORD_CHECK_BYTES], seed=record_key(seed, shard, record))
+    if int.from_bytes(view[-RECORD_CHECK_BYTES:], "little") != check:
+        return None
+    return stored[:-RECORD_CHECK_BYTES]
 
 
 def segment_column(camera: str, field: str) -> str:
