@@ -140,11 +140,18 @@ def die_with_parent(parent: int) -> None:
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:
-    """Stops a pool now: queued units are dropped, running ones killed."""
+    """Stops a pool now: queued units are dropped, running ones killed (their units are
+    redone by a rerun; finished ones are kept)."""
+    # Taken first: shutdown() sets `_processes` to None (the AttributeError that used to
+    # hide a Ctrl-C).
+    processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
-    for process in list(getattr(pool, "_processes", {}).values()):
+    for process in processes:
         with contextlib.suppress(Exception):
             process.kill()
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(timeout=5)  # reaped: no zombies while the interrupt unwinds
 
 
 class RayEngine(Engine):

@@ -1,16 +1,22 @@
 """The `jaxload` command line.
 
 Each subcommand is a module in `jaxload/commands/` defining `NAME`, `HELP`,
-`add_arguments(parser)` and `run(args) -> int`; modules are discovered, so adding a
-command never touches this file. Heavy imports stay inside `run`.
+`add_arguments(parser)` and `run(args) -> int`, and optionally `INTERRUPTED` (what a rerun
+after Ctrl-C does); modules are discovered, so adding a command never touches this file.
+Heavy imports stay inside `run`.
+
+Errors end the command with a one-line message and exit status 1 (130 for Ctrl-C); the
+traceback is shown with `--debug` or JAXLOAD_DEBUG=1.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+import traceback
 from collections.abc import Sequence
 
 from jaxload import commands
@@ -20,25 +26,53 @@ from jaxload.errors import JaxloadError
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("JAXLOAD_DEBUG", "") not in ("", "0")
     try:
         return args.command_module.run(args)
-    except JaxloadError as e:
-        print(f"jaxload {args.command}: error: {e}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        print(f"jaxload {args.command}: interrupted", file=sys.stderr)
+        _traceback(debug)
+        rerun = getattr(args.command_module, "INTERRUPTED", "")
+        print(
+            f"jaxload {args.command}: interrupted{'; ' + rerun if rerun else ''}", file=sys.stderr
+        )
         return 130
+    except Exception as e:
+        _traceback(debug)
+        print(f"jaxload {args.command}: error: {describe(e, debug)}", file=sys.stderr)
+        return 1
+
+
+def describe(error: Exception, debug: bool = False) -> str:
+    """One line for an error: jaxload's own messages as they are, others with their kind."""
+    if isinstance(error, JaxloadError):
+        return str(error)
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    hint = "" if debug else " (an unexpected error: --debug shows the traceback)"
+    return f"{type(error).__name__}: {error}{hint}"
+
+
+def _traceback(debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jaxload", description="LeRobot datasets as deterministic Grain pipelines for JAX"
     )
+    debug_help = "show the traceback of an error (also JAXLOAD_DEBUG=1)"
+    parser.add_argument("--debug", action="store_true", help=debug_help)
     sub = parser.add_subparsers(dest="command", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
+        # Also after the command; SUPPRESS keeps a `jaxload --debug CMD` from being reset.
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help
+        )
         command.set_defaults(command_module=module)
     return parser
 

@@ -28,3 +28,13 @@ class DatasetChangedError(DatasetError):
 
 class CorruptRecordError(DatasetError):
     """A record's bytes do not match the checksum written at conversion."""
+
+
+class BatchTransformError(JaxloadError, TypeError):
+    """A `batch_transform` returned something other than a batch: a dict of arrays whose
+    first axis is this host's rows."""
+
+
+class WorkerTimeoutError(JaxloadError):
+    """A reader (a worker process, or the read threads of the training process) delivered
+    no batch within `PipelineOptions.worker_timeout_s`: stopped, or stuck on storage."""

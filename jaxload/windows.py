@@ -41,6 +41,13 @@ def resolve_delta_timestamps(
         deltas = np.asarray(deltas, dtype=np.float64).reshape(-1)
         if deltas.size == 0:
             raise WindowError(f"delta_timestamps[{key!r}] is empty")
+        # NaN passes the tolerance test below (every comparison is False) and NaN/inf cast
+        # to int64 as a huge offset that clamps to the episode's edge: a silent pad.
+        if not np.isfinite(deltas).all():
+            raise WindowError(
+                f"delta_timestamps[{key!r}]: {deltas[~np.isfinite(deltas)].tolist()} are not "
+                "finite; offsets must be finite multiples of 1/fps seconds"
+            )
         frames = np.round(deltas * fps)
         bad = np.abs(frames / fps - deltas) > tolerance_s
         if bad.any():

@@ -11,8 +11,14 @@ stages: ``jaxload.pipeline.stages``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
+import math
+import numbers
+import os
+import signal
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -20,6 +26,8 @@ from typing import Any
 import grain
 import numpy as np
 
+from jaxload.errors import WorkerTimeoutError
+from jaxload.pipeline import workers
 from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.decode_device import cameras_decoded_on_device, resolve_decode_device
 from jaxload.pipeline.hosts import this_host_rows
@@ -27,7 +35,6 @@ from jaxload.pipeline.options import PipelineOptions
 from jaxload.pipeline.read_batch import Batch, ReadBatch
 from jaxload.pipeline.sources import DatasetSource, as_sources, open_sources
 from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
-from jaxload.pipeline.workers import ensure_absl_flags_parsed, start_workers
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.stream import SampleStream
 from jaxload.state import LoaderState, check_compatible, stream_fingerprint
@@ -84,18 +91,36 @@ class Loader:
     def start(self) -> Loader:
         """Start worker processes and prefetching now (otherwise the first next() does)."""
         if self._iterator is None:
+            workers.reclaim_shared_memory()  # what crashed loaders on this machine left
             self._iterator = self.grain_dataset().__iter__()
             if self.options.num_workers > 0:
-                start_workers(self._iterator)
+                workers.start_workers(self._iterator)
             self._iterator.start_prefetch()
             _RUNNING.add(self)
         return self
 
     def __next__(self) -> Batch:
         self.start()
-        batch = next(self._iterator)
+        try:
+            batch = next(self._iterator)
+        except WorkerTimeoutError as e:
+            self._abandon(getattr(e, "pid", None))
+            raise
         self._delivered += 1
         return batch
+
+    def _abandon(self, stuck_pid: int | None) -> None:
+        """Drops a pipeline whose reader is stuck; the next next() starts a new one at the
+        same position. The stuck worker is killed (a stopped one would keep Grain's close
+        waiting on it), and the rest closes in the background: a reader stuck on storage
+        may never return."""
+        if stuck_pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(stuck_pid, signal.SIGKILL)
+        iterator, self._iterator = self._iterator, None
+        _RUNNING.discard(self)
+        if iterator is not None:
+            threading.Thread(target=iterator.close, daemon=True, name="jaxload-abandon").start()
 
     def close(self) -> None:
         """Stop the background thread and the worker processes (a later next() restarts them)."""
@@ -299,10 +324,20 @@ def make_loader(
     `set_state(state, allow_global_batch_size_change=False)`, `start()`, `close()` (also a
     context manager), `position`, `epoch`, `epoch_size`, `num_batches`, `element_spec`.
     """
-    if global_batch_size < 1:
-        raise ValueError(f"global_batch_size must be >= 1, got {global_batch_size}")
-    if num_epochs is not None and num_epochs < 1:
-        raise ValueError(f"num_epochs must be None or >= 1, got {num_epochs}")
+    _check_arguments(
+        global_batch_size=global_batch_size,
+        seed=seed,
+        num_epochs=num_epochs,
+        drop_n_first_frames=drop_n_first_frames,
+        drop_n_last_frames=drop_n_last_frames,
+        mixture_block_size=mixture_block_size,
+        host_index=host_index,
+        host_count=host_count,
+    )
+    if batch_transform is not None and not callable(batch_transform):
+        raise ValueError(
+            f"batch_transform must be a callable (batch -> batch), got {batch_transform!r}"
+        )
     sources = as_sources(
         paths_or_datasets,
         episodes=episodes,
@@ -311,6 +346,9 @@ def make_loader(
         key_maps=key_maps,
     )
     datasets = open_sources(sources)
+    for source, dataset in zip(sources, datasets, strict=True):
+        if len(dataset.episode_lengths) == 0:
+            raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
     stream = SampleStream(
         [d.episode_lengths for d in datasets],
         weights=_weights(sources),
@@ -339,7 +377,8 @@ def make_loader(
     options = options.resolve()
     encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
     if options.num_workers > 0:
-        ensure_absl_flags_parsed()
+        workers.ensure_absl_flags_parsed()
+    _check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
     return Loader(
         datasets,
         [s.name for s in sources],
@@ -360,12 +399,57 @@ def make_loader(
     )
 
 
+# Seeds key SplitMix64 hashes: unsigned 64-bit integers.
+_SEED_LIMIT = 2**64
+
+
+def _check_arguments(**arguments: Any) -> None:
+    """make_loader's numeric arguments: integers in range, or a ValueError naming the rule.
+
+    Without this, 2.5 rows per batch failed as "not divisible by the host count 1", and
+    seed=1.5, -1 or 2**64 silently gave the stream of another seed."""
+    limits = {
+        "global_batch_size": (1, None),
+        "seed": (0, _SEED_LIMIT - 1),
+        "num_epochs": (1, None),
+        "drop_n_first_frames": (0, None),
+        "drop_n_last_frames": (0, None),
+        "mixture_block_size": (1, None),
+        "host_index": (0, None),
+        "host_count": (1, None),
+    }
+    optional = {"num_epochs", "mixture_block_size", "host_index", "host_count"}
+    for name, value in arguments.items():
+        if value is None and name in optional:
+            continue
+        low, high = limits[name]
+        integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        if not integral or value < low or (high is not None and value > high):
+            rule = f"an integer >= {low}" + (" and < 2**64" if high is not None else "")
+            raise ValueError(f"{name} must be {rule}, got {value!r}")
+
+
+def _check_yields_a_batch(epoch_size: int, num_epochs: int | None, global_batch_size: int) -> None:
+    """A finite stream shorter than one global batch would end before its first batch."""
+    if num_epochs is not None and num_epochs * epoch_size < global_batch_size:
+        raise ValueError(
+            f"global_batch_size {global_batch_size} is larger than the {num_epochs * epoch_size} "
+            f"samples of num_epochs={num_epochs} (an epoch is {epoch_size} samples): the loader "
+            "would yield no batch (the last incomplete batch is dropped); lower "
+            "global_batch_size or raise num_epochs"
+        )
+
+
 def _weights(sources: Sequence[DatasetSource]) -> list[float] | None:
     given = [s.weight for s in sources]
     if all(w is None for w in given):
         return None
     if any(w is None for w in given):
         raise ValueError("weights: give every dataset of a mixture a weight, or none")
+    for source, w in zip(sources, given, strict=True):
+        real = isinstance(w, numbers.Real) and not isinstance(w, bool)
+        if not real or not math.isfinite(w) or w < 0:
+            raise ValueError(f"{source.name}: weight must be a finite number >= 0, got {w!r}")
     return [float(w) for w in given]
 
 

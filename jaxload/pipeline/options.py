@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from typing import Any
 
@@ -22,6 +23,10 @@ from jaxload.pipeline.decode_device import DECODE_DEVICES
 # 480x640), so threads beyond ~3 per process mostly wait (benchmarks/profile_loader.py).
 CORES_PER_PROCESS = 3
 MAX_WORKERS = 8
+# A reader that delivers no batch for this long is stopped (or stuck on storage): the
+# loader raises instead of blocking next() forever. Generous: a worker's first batch
+# includes its start (importing jax and torch: ~5 s of CPU here).
+DEFAULT_WORKER_TIMEOUT_S = 300.0
 # Knobs that take integers, and the smallest value each accepts.
 _MINIMUM = {"num_workers": 0, "read_threads": 1, "worker_buffer_size": 1, "prefetch": 1}
 
@@ -55,6 +60,10 @@ class PipelineOptions:
         decode_device: "cpu" (in the readers), "cuda" (NVDEC in the training process, onto
             each row's GPU), "device" (any device torchcodec decodes on), or "auto".
         autotune: fill the knobs left None from measurements (`jaxload.tools.autotune`).
+        worker_timeout_s: seconds a worker process (or, without workers, the read threads)
+            may take to deliver its next batch before next() raises
+            `jaxload.errors.WorkerTimeoutError`; at least 4x the slowest batch seen so far
+            (`jaxload.pipeline.stages.WatchReaders`).
     """
 
     num_workers: int | None = None
@@ -63,6 +72,7 @@ class PipelineOptions:
     prefetch: int | None = None
     decode_device: str = "cpu"
     autotune: bool = False
+    worker_timeout_s: float = DEFAULT_WORKER_TIMEOUT_S
 
     def __post_init__(self) -> None:
         for name, low in _MINIMUM.items():
@@ -71,6 +81,9 @@ class PipelineOptions:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low} (or None), got {value!r}")
+        timeout = self.worker_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+            raise ValueError(f"worker_timeout_s must be a number of seconds > 0, got {timeout!r}")
         if self.decode_device not in (*DECODE_DEVICES, "auto"):
             raise ValueError(
                 f"decode_device={self.decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"

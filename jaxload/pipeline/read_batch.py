@@ -8,7 +8,7 @@ training process decodes them on its devices, and applies the batch transforms.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import grain
@@ -16,11 +16,43 @@ import numpy as np
 
 from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.decode.on_device import merge_encoded
+from jaxload.errors import BatchTransformError
 from jaxload.pipeline import shared_batch
 from jaxload.pipeline.batch_schema import BatchSchema, rename_key
 from jaxload.sampling.stream import SampleStream
 
 Batch = dict[str, Any]
+
+
+def check_transformed(batch: Any, transform: Callable, rows: int) -> Batch:
+    """`batch` if it is one (a dict of arrays with `rows` on the first axis), else a
+    BatchTransformError naming the transform and what is wrong.
+
+    Grain drops a map's None as filtered out: without this check a transform returning None
+    makes next() spin forever, and anything else fails far from its cause."""
+    name = getattr(transform, "__qualname__", None) or type(transform).__name__
+    rule = (
+        "it must return the batch: a dict of numpy arrays whose first axis has this host's "
+        f"{rows} rows"
+    )
+    if not isinstance(batch, Mapping):
+        raise BatchTransformError(f"batch_transform {name} returned {type(batch).__name__}; {rule}")
+    for key, value in batch.items():
+        if not isinstance(key, str):
+            raise BatchTransformError(f"batch_transform {name} returned key {key!r}; keys are str")
+        if isinstance(value, EncodedFrames):
+            continue  # a camera decoded later on the devices (decode_device="cuda")
+        shape = getattr(value, "shape", None)
+        if not isinstance(value, np.ndarray) or not shape or shape[0] != rows:
+            what = f"shape {shape}" if isinstance(value, np.ndarray) else type(value).__name__
+            raise BatchTransformError(f"batch_transform {name} returned {key!r} as {what}; {rule}")
+    return dict(batch)
+
+
+def _few(items: list, limit: int = 8) -> str:
+    """A list for a message, cut after `limit` items."""
+    head = ", ".join(str(i) for i in items[:limit])
+    return f"[{head}{', ...' if len(items) > limit else ''}]"
 
 
 def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
@@ -110,8 +142,23 @@ class ReadBatch(grain.transforms.Map):
         for cam in self.encoded:
             batch[cam] = merge_encoded(videos[cam], n)
         for transform in self.transforms:
-            batch = transform(batch)
+            batch = check_transformed(transform(batch), transform, n)
         return batch
+
+    def describe(self, k: int) -> str:
+        """What batch k reads, for error messages: its global positions and, per dataset,
+        the episodes they fall in."""
+        positions = self.positions(k)
+        dataset_ids, ds_positions = self.stream.locate(positions)
+        parts = []
+        for d in np.unique(dataset_ids):
+            ds = self.datasets[d]
+            starts = np.cumsum(ds.episode_lengths) - ds.episode_lengths
+            rows = np.searchsorted(starts, ds_positions[dataset_ids == d], "right") - 1
+            episodes = np.unique(np.asarray(ds.episode_index)[rows]).tolist()
+            name = getattr(ds, "path", f"dataset {d}")
+            parts.append(f"{name} episodes {_few(episodes)}")
+        return f"global positions {positions.min()}..{positions.max()}: {'; '.join(parts)}"
 
     def _assemble(
         self,

@@ -51,6 +51,11 @@ class DatasetSource:
             )
         if self.episodes is not None:
             object.__setattr__(self, "episodes", _episode_list(self.episodes, "episodes"))
+            if not self.episodes:
+                raise ValueError(
+                    f"{self.name}: episodes is empty, so there is nothing to read; pass None "
+                    "for every episode"
+                )
 
     @property
     def name(self) -> str:

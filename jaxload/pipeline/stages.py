@@ -5,7 +5,9 @@ pipeline they make (`build_pipeline`)::
       .map(ReadBatch)                         positions -> samples + video decoded into one dict
       .to_iter_dataset(ReadOptions)           read threads in each worker
     SharedMemoryOutput                        workers build camera arrays in reused shared memory
-      .mp_prefetch(MultiprocessingOptions)    worker processes, deterministic round robin
+      .mp_prefetch(MultiprocessingOptions)    worker processes, deterministic round robin;
+                                              each exits when the training process dies
+    WatchReaders                              a reader silent past worker_timeout_s: an error
       .map(OpenSlots)                         zero-copy views of those arrays
       .map(ToGlobalArrays)                    numpy -> global jax.Array (only with `sharding`);
                                               decode_device="cuda": each device decodes its rows
@@ -14,8 +16,11 @@ pipeline they make (`build_pipeline`)::
 
 from __future__ import annotations
 
+import queue
 import sys
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grain
@@ -23,13 +28,17 @@ import numpy as np
 
 from jaxload.decode.frames import EncodedFrames
 from jaxload.decode.on_device import decode_to_global
-from jaxload.pipeline import hosts, shared_batch
+from jaxload.errors import WorkerTimeoutError
+from jaxload.pipeline import hosts, shared_batch, workers
 from jaxload.pipeline.options import PipelineOptions
 from jaxload.pipeline.read_batch import Batch, ReadBatch
 
 # Arrays smaller than this go from workers to the trainer pickled, larger ones through
 # shared memory (camera arrays are built there directly, whatever their size).
 MIN_SHM_BYTES = 1 << 16
+# A reader's deadline is at least this many times the slowest batch seen after start-up,
+# so a pipeline that is merely slow (large batches, slow storage) is never called stuck.
+SLOWEST_BATCH_FACTOR = 4
 
 
 class SharedMemoryOutput(grain.IterDataset):
@@ -116,6 +125,104 @@ class ToGlobalArrays(grain.transforms.Map):
         return {k: out[k] for k in batch}
 
 
+class WatchReaders(grain.IterDataset):
+    """Passes batches through; raises WorkerTimeoutError when the reader that owes the next
+    batch delivers none within the deadline (a stopped worker, or one stuck on storage).
+
+    Batch n comes from worker n % num_workers (mp_prefetch's round robin), so the error
+    names the worker, its pid and what batch n reads (`describe(n)`). The deadline is
+    `timeout_s`, or SLOWEST_BATCH_FACTOR times the slowest batch seen after every reader's
+    first (which includes starting the worker), whichever is longer.
+    """
+
+    def __init__(
+        self,
+        parent: grain.IterDataset,
+        timeout_s: float,
+        num_workers: int,
+        describe: Callable[[int], str],
+    ):
+        super().__init__(parent)
+        self.timeout_s, self.num_workers, self.describe = timeout_s, num_workers, describe
+
+    def __iter__(self) -> grain.DatasetIterator:
+        return _WatchedIterator(self._parent.__iter__(), self)
+
+
+class _WatchedIterator(grain.DatasetIterator):
+    """The parent's next() runs in a helper thread, so the wait for it can time out."""
+
+    def __init__(self, parent: grain.DatasetIterator, watch: WatchReaders):
+        super().__init__(parent)
+        self._watch = watch
+        self._count: int | None = 0  # batches delivered: the next one is batch `_count`
+        self._slowest = 0.0
+        self._stuck: WorkerTimeoutError | None = None
+        self._requests: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+        self._helper: threading.Thread | None = None
+
+    def __next__(self) -> Any:
+        if self._stuck is not None:
+            raise self._stuck
+        if self._helper is None:
+            # A daemon thread: one stuck on a stopped worker must not hold up interpreter exit.
+            self._helper = threading.Thread(target=self._serve, daemon=True, name="jaxload-watch")
+            self._helper.start()
+        started = time.monotonic()
+        self._requests.put(True)
+        deadline = max(self._watch.timeout_s, SLOWEST_BATCH_FACTOR * self._slowest)
+        try:
+            element, error = self._results.get(timeout=min(deadline, threading.TIMEOUT_MAX))
+        except queue.Empty:
+            self._stuck = self._timeout_error(time.monotonic() - started)
+            raise self._stuck from None
+        if error is not None:
+            raise error
+        if self._count is None or self._count >= max(1, self._watch.num_workers):
+            self._slowest = max(self._slowest, time.monotonic() - started)  # past start-up
+        if self._count is not None:
+            self._count += 1
+        return element
+
+    def _serve(self) -> None:
+        while self._requests.get():
+            try:
+                self._results.put((self._parent.__next__(), None))
+            except BaseException as e:  # handed to __next__, raised there
+                self._results.put((None, e))
+
+    def _timeout_error(self, waited: float) -> WorkerTimeoutError:
+        n, count = self._count, self._watch.num_workers
+        pid, reader = None, "the read threads of this process"
+        if count and n is not None:
+            pid = workers.worker_pid(self._parent, n % count)
+            reader = f"worker {n % count} of {count} (pid {pid})"
+        elif count:
+            reader = f"one of the {count} worker processes"
+        batch = "its batch" if n is None else f"batch {n} ({self._watch.describe(n)})"
+        slowest = f"{self._slowest:.3g} s" if self._slowest else "none measured yet"
+        error = WorkerTimeoutError(
+            f"{reader} delivered no batch for {waited:.0f} s (worker_timeout_s="
+            f"{self._watch.timeout_s:g}; slowest batch so far: {slowest}): it is stopped, or "
+            f"stuck reading {batch}. The loader stopped its readers; next() restarts them "
+            "at the same position."
+        )
+        error.pid = pid
+        return error
+
+    def get_state(self) -> dict[str, Any]:
+        return self._parent.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._parent.set_state(state)
+        self._count = None  # Grain's own state: which batch comes next is no longer known
+
+    def close(self) -> None:
+        self._requests.put(False)
+        super().close()
+
+
 def build_pipeline(
     read_batch: ReadBatch,
     count: int | None,
@@ -136,16 +243,16 @@ def build_pipeline(
         it = grain.experimental.WithOptionsIterDataset(
             it, grain.experimental.DatasetOptions(min_shm_size=MIN_SHM_BYTES)
         )
-        it = (
-            SharedMemoryOutput(it, read_batch)
-            .mp_prefetch(
-                grain.MultiprocessingOptions(
-                    num_workers=options.num_workers,
-                    per_worker_buffer_size=options.worker_buffer_size,
-                )
-            )
-            .map(OpenSlots())
+        it = SharedMemoryOutput(it, read_batch).mp_prefetch(
+            grain.MultiprocessingOptions(
+                num_workers=options.num_workers,
+                per_worker_buffer_size=options.worker_buffer_size,
+            ),
+            worker_init_fn=workers.exit_with_parent,
         )
+    it = WatchReaders(it, options.worker_timeout_s, options.num_workers, read_batch.describe)
+    if options.num_workers > 0:
+        it = it.map(OpenSlots())
     if to_global is not None:
         it = it.map(to_global)
     return grain.experimental.ThreadPrefetchIterDataset(it, prefetch_buffer_size=options.prefetch)

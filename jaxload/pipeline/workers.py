@@ -1,4 +1,5 @@
-"""Grain worker processes: started together, with absl flags parsed.
+"""Grain worker processes: started together, with absl flags parsed, gone with their parent,
+and what crashed ones left in /dev/shm reclaimed.
 
 Worker processes import the training script's `__main__` module: a script that builds a
 loader at top level must guard it with `if __name__ == "__main__":`.
@@ -6,7 +7,30 @@ loader at top level must guard it with `if __name__ == "__main__":`.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import multiprocessing
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
+
+from jaxload.pipeline import shared_batch
+
+log = logging.getLogger(__name__)
+
+# How often a worker checks that the training process is still alive.
+PARENT_POLL_S = 0.5
+# Slots: `jaxload_<training process pid>_<random hex>` (jaxload.pipeline.shared_batch).
+_SEGMENT = re.compile(r"jaxload_(\d+)_[0-9a-f]+")
+# multiprocessing's named semaphores (Grain's queues and events), /dev/shm/sem.mp-*.
+_SEMAPHORE = re.compile(r"sem\.mp-[0-9a-z_]+")
+# Semaphores younger than this are left alone (a margin: a live one is always mapped).
+_SEMAPHORE_MIN_AGE_S = 2.0
+# Inode numbers of the initial (host) pid and IPC namespaces (linux/proc_ns.h).
+_HOST_PID_NS, _HOST_IPC_NS = 0xEFFFFFFC, 0xEFFFFFFF
 
 
 def start_workers(iterator: Any) -> None:
@@ -18,15 +42,34 @@ def start_workers(iterator: Any) -> None:
     Grain's own `start_prefetch` on the interleave starts them all at once. This walks
     private attributes (grain is pinned); if they change we merely lose the eager start.
     """
-    node = iterator
-    for _ in range(32):
-        if hasattr(node, "_iterators_in_use") and hasattr(node, "start_prefetch"):
-            node.start_prefetch()
-            return
+    node = _find(iterator, lambda n: hasattr(n, "_iterators_in_use"))
+    if node is not None and hasattr(node, "start_prefetch"):
+        node.start_prefetch()
+
+
+def worker_pid(iterator: Any, worker: int) -> int | None:
+    """The pid of worker `worker` of the mp_prefetch under `iterator` (None if unknown).
+
+    Walks Grain's private attributes like `start_workers`."""
+    interleave = _find(iterator, lambda n: hasattr(n, "_iterators_in_use"))
+    if interleave is None:
+        return None
+    indices = list(getattr(interleave, "_iterators_in_use_indices", []))
+    if worker not in indices:
+        return None
+    shard = interleave._iterators_in_use[indices.index(worker)]
+    node = _find(shard, lambda n: getattr(n, "_prefetch_process", None) is not None)
+    return None if node is None else node._prefetch_process.pid
+
+
+def _find(node: Any, match: Callable[[Any], bool], depth: int = 32) -> Any:
+    """The first iterator from `node` up its parents that `match`es."""
+    for _ in range(depth):
+        if node is None or match(node):
+            return node
         parents = getattr(node, "__dict__", {}).get("_parents") or ()
-        if not parents:
-            return
-        node = parents[0]
+        node = getattr(node, "_maybe_nonnative_parent", None) or (parents[0] if parents else None)
+    return None
 
 
 def ensure_absl_flags_parsed() -> None:
@@ -35,3 +78,156 @@ def ensure_absl_flags_parsed() -> None:
 
     if not flags.FLAGS.is_parsed():
         flags.FLAGS.mark_as_parsed()
+
+
+# -- workers die with the training process ---------------------------------------------------
+
+
+def exit_with_parent(worker_index: int, worker_count: int) -> None:
+    """Grain's worker_init_fn: this worker exits when the training process dies.
+
+    Otherwise a SIGKILLed trainer leaves its workers (and through them the resource tracker,
+    with every segment and semaphore it would clean up) alive for good. A thread watches the
+    parent pid rather than PR_SET_PDEATHSIG: that signal fires when the *thread* that
+    started the worker exits, and Grain starts workers from pool threads.
+    """
+    parent = multiprocessing.parent_process()
+    parent_pid = parent.pid if parent is not None else os.getppid()
+    watch = threading.Thread(
+        target=_exit_when_orphaned, args=(parent_pid,), daemon=True, name="jaxload-parent"
+    )
+    watch.start()
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(PARENT_POLL_S)
+    # Nobody can open the slots now; the resource tracker may be dead too.
+    with contextlib.suppress(Exception):
+        shared_batch.worker_pool().unlink_all()
+    os._exit(1)
+
+
+# -- reclaiming what crashed loaders left in /dev/shm ----------------------------------------
+
+
+def reclaim_shared_memory(shm_dir: str = shared_batch.SHM_DIR) -> list[str]:
+    """Removes what dead loaders left in `shm_dir`; returns the names removed.
+
+    A training process killed together with its workers and resource tracker (SIGKILL of
+    the process group, a job scheduler's kill) leaves its unsent slots
+    (`jaxload_<pid>_*`) and multiprocessing's semaphores (`sem.mp-*`) behind: nothing else
+    ever removes them. Removed here: slots of this user whose training pid is gone, and
+    semaphores of this user older than a moment; either only when no process has it mapped
+    (a live one always is). Liveness needs every user of `shm_dir` in this pid namespace:
+    slots are reclaimed unless /dev/shm is the host's seen from a container's pid namespace,
+    semaphores (not jaxload's by name) only in the host's pid namespace.
+    JAXLOAD_RECLAIM_SHM=0 turns this off, =1 on everywhere.
+    """
+    slots_ok, semaphores_ok = _reclaim_allowed()
+    if not (slots_ok or semaphores_ok):
+        return []
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:
+        return []
+    now = time.time()
+    candidates = [
+        name
+        for name in names
+        if (slots_ok and _dead_slot(name)) or (semaphores_ok and _old_semaphore(shm_dir, name, now))
+    ]
+    inodes = {n: _owned_inode(os.path.join(shm_dir, n)) for n in candidates}
+    candidates = [n for n in candidates if inodes[n] is not None]
+    if not candidates:
+        return []
+    mapped = _mapped_inodes(shm_dir)
+    if mapped is None:
+        return []
+    removed = []
+    for name in candidates:
+        if inodes[name] in mapped:
+            continue
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            os.unlink(os.path.join(shm_dir, name))
+            removed.append(name)
+    if removed:
+        log.info("removed %d leftovers of dead loaders from %s", len(removed), shm_dir)
+    return removed
+
+
+def _reclaim_allowed() -> tuple[bool, bool]:
+    """(slots, semaphores): whether this process can tell which of them are dead."""
+    forced = os.environ.get("JAXLOAD_RECLAIM_SHM")
+    if forced in ("0", "1"):
+        return forced == "1", forced == "1"
+    try:
+        pid_ns = os.stat("/proc/self/ns/pid").st_ino
+        ipc_ns = os.stat("/proc/self/ns/ipc").st_ino
+    except OSError:  # not Linux, or no /proc: liveness is unknowable
+        return False, False
+    host_view = pid_ns == _HOST_PID_NS
+    # A container's own pid namespace over the host's /dev/shm (--ipc=host): pids of other
+    # containers' loaders look dead from here.
+    return host_view or ipc_ns != _HOST_IPC_NS, host_view
+
+
+def _dead_slot(name: str) -> bool:
+    match = _SEGMENT.fullmatch(name)
+    return match is not None and not _alive(int(match.group(1)))
+
+
+def _old_semaphore(shm_dir: str, name: str, now: float) -> bool:
+    if not _SEMAPHORE.fullmatch(name):
+        return False
+    try:
+        return now - os.stat(os.path.join(shm_dir, name)).st_mtime > _SEMAPHORE_MIN_AGE_S
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie is dead: it only awaits its reaping)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _owned_inode(path: str) -> int | None:
+    """The file's inode if this user owns it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino if st.st_uid == os.geteuid() else None
+
+
+def _mapped_inodes(shm_dir: str) -> set[int] | None:
+    """Inodes of files in `shm_dir` that a process we can see has mapped (None: /proc
+    unreadable). By inode, not name: glibc maps a semaphore under a temporary name before
+    linking it to its own, so /proc/<pid>/maps shows another (deleted) name."""
+    try:
+        device = os.stat(shm_dir).st_dev
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    wanted = f"{os.major(device):02x}:{os.minor(device):02x}"
+    inodes = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    fields = line.split(None, 5)
+                    if len(fields) > 4 and fields[3] == wanted:
+                        inodes.add(int(fields[4]))
+        except OSError:  # gone meanwhile, or another user's (who cannot map our 0600 files)
+            continue
+    return inodes
