@@ -45,6 +45,7 @@ INTEGRATION_MODULES = {
     "test_torchcodec_import",
     "test_train_example",
     "test_video_determinism",
+    "test_worker_faults",
 }
 
 

@@ -39,6 +39,9 @@ MIN_SHM_BYTES = 1 << 16
 # A reader's deadline is at least this many times the slowest batch seen after start-up,
 # so a pipeline that is merely slow (large batches, slow storage) is never called stuck.
 SLOWEST_BATCH_FACTOR = 4
+# ... and at least this long for a reader's first batch, which includes starting the worker
+# process (importing jax and torch: ~5 s of CPU here, more on a busy machine).
+STARTUP_GRACE_S = 60.0
 
 
 class SharedMemoryOutput(grain.IterDataset):
@@ -132,7 +135,8 @@ class WatchReaders(grain.IterDataset):
     Batch n comes from worker n % num_workers (mp_prefetch's round robin), so the error
     names the worker, its pid and what batch n reads (`describe(n)`). The deadline is
     `timeout_s`, or SLOWEST_BATCH_FACTOR times the slowest batch seen after every reader's
-    first (which includes starting the worker), whichever is longer.
+    first, whichever is longer; a reader's first batch, which includes starting the worker,
+    gets at least STARTUP_GRACE_S.
     """
 
     def __init__(
@@ -172,6 +176,8 @@ class _WatchedIterator(grain.DatasetIterator):
         started = time.monotonic()
         self._requests.put(True)
         deadline = max(self._watch.timeout_s, SLOWEST_BATCH_FACTOR * self._slowest)
+        if self._starting:
+            deadline = max(deadline, STARTUP_GRACE_S)
         try:
             element, error = self._results.get(timeout=min(deadline, threading.TIMEOUT_MAX))
         except queue.Empty:
@@ -179,11 +185,16 @@ class _WatchedIterator(grain.DatasetIterator):
             raise self._stuck from None
         if error is not None:
             raise error
-        if self._count is None or self._count >= max(1, self._watch.num_workers):
-            self._slowest = max(self._slowest, time.monotonic() - started)  # past start-up
+        if not self._starting:
+            self._slowest = max(self._slowest, time.monotonic() - started)
         if self._count is not None:
             self._count += 1
         return element
+
+    @property
+    def _starting(self) -> bool:
+        """Whether the next batch is some reader's first."""
+        return self._count is not None and self._count < max(1, self._watch.num_workers)
 
     def _serve(self) -> None:
         while self._requests.get():
