@@ -30,6 +30,7 @@ INTEGRATION_MODULES = {
     "test_bytes_read",
     "test_convert",
     "test_convert_engines",
+    "test_convert_faults",
     "test_convert_kinds",
     "test_convert_remote",
     "test_convert_resume",

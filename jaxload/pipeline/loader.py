@@ -318,7 +318,13 @@ def make_loader(
     through DLPack. With autotune, the knobs left unset come from `jaxload.tools.autotune`.
 
     Worker processes re-import the script that started them: build loaders with workers
-    under `if __name__ == "__main__":`.
+    under `if __name__ == "__main__":`. They exit when this process dies.
+
+    Faults (docs/LOADER.md, "Failure behaviour"): a reader that delivers no batch within
+    `options.worker_timeout_s` raises jaxload.errors.WorkerTimeoutError naming it and the
+    batch it owes (the next next() restarts the readers at the same position); a
+    `batch_transform` that returns anything but the batch raises
+    jaxload.errors.BatchTransformError.
 
     The returned Loader is an iterator (not thread-safe: one consumer) with `get_state()`,
     `set_state(state, allow_global_batch_size_change=False)`, `start()`, `close()` (also a
