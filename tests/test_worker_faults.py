@@ -137,10 +137,13 @@ def test_workers_exit_and_shared_memory_is_freed_when_the_trainer_is_killed(data
         children = _children(pid)  # 2 workers and the resource tracker
         assert len(children) == 3
         assert _within(30, lambda: _segments(pid))  # batches read ahead, in named slots
+        semaphores = _semaphores_mapped_by([pid, *children])
+        assert semaphores
         trainer.send_signal(signal.SIGKILL)
         trainer.wait()
         assert _within(15, lambda: not any(_running(c) for c in children))
         assert _within(15, lambda: not _segments(pid))
+        assert _within(15, lambda: not semaphores & set(os.listdir(shared_batch.SHM_DIR)))
     finally:
         trainer.kill()
         trainer.wait()
