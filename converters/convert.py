@@ -44,6 +44,14 @@ from jaxload.converters.fidelity import choose_crfs
 from jaxload.converters.hub import HubClient, HubFiles
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.lock import JobLock
+from jaxload.converters.options import (
+    DEFAULT_CRF,
+    DEFAULT_GOP,
+    DEFAULT_TUNE,
+    check_numbers,
+    encode_options,
+    parse_episodes,
+)
 from jaxload.converters.partial import JobState, PlanMismatch, crash_point, partial_dir
 from jaxload.converters.plan import (
     Unit,
@@ -56,6 +64,7 @@ from jaxload.converters.plan import (
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.remote import RetryPolicy
 from jaxload.converters.sources import open_files, open_source
+from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
 from jaxload.converters.units import UnitContext, UnitResult
 from jaxload.converters.writer import DEFAULT_SHARD_BYTES
@@ -71,14 +80,6 @@ __all__ = [
     "convert",
     "parse_episodes",
 ]
-
-# Decode time vs size (benchmarks/RESULTS.md, GOP tables): 8 -> 4 makes batched reads 14%
-# cheaper per sample at 96x128 for 23% more bytes (12% for 51% more at 480x640); 4 -> 2
-# costs 41-64% more bytes for 4-14%.
-DEFAULT_GOP = 4
-DEFAULT_CRF = 14  # lowest PSNR >= 38 dB vs the AV1 source on the fixtures (docs/FORMAT.md)
-# x264 tune: random frames decode 2.3x faster than with none, for 19% more bytes (docs/FORMAT.md)
-DEFAULT_TUNE = "fastdecode"
 
 
 def convert(
@@ -112,7 +113,8 @@ def convert(
     `crf`: x264/x265 crf (default DEFAULT_CRF for video cameras; `image` cameras default
     to a DEFAULT_IMAGE_MIN_PSNR dB target). `min_psnr`: instead of `crf`, the fidelity
     (dB) every stored frame must reach: the largest crf meeting it on a sample of each
-    camera's frames is chosen (and an episode that misses it is re-encoded lower). `workers`: processes of the local pool (default: every core), or the CPUs of a local
+    camera's frames is chosen (and an episode that misses it is re-encoded lower).
+    `workers`: processes of the local pool (default: every core), or the CPUs of a local
     Ray instance. `engine`: "local" or "ray". `cache_dir`: where remote files are
     downloaded (default: inside the partial directory, deleted as soon as no unit needs
     them). `restart`: discard an interrupted conversion into `out` with other arguments.
@@ -122,62 +124,66 @@ def convert(
         >>> report = convert("data/demo", "out/demo_copy", workers=1, progress=False)
         >>> report.episodes, jaxload.open("out/demo_copy").fps
         (4, 10)
+
+    A full disk or an unwritable OUT raises a JaxloadError saying what a rerun does.
     """
-    started = time.perf_counter()
     out = Path(out)
-    options = _encode_options(video_codec, gop, crf, tune, min_psnr)
-    _check_numbers(workers, shard_bytes)
-    if engine not in ("local", "ray"):
-        raise JaxloadError(f"--engine {engine!r}: choose local or ray")
-    partial = partial_dir(out)
-    if _nonempty(out) and not partial.exists():
-        raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
-    created = not partial.exists()
-    lock = JobLock(partial, what=str(out))
-    lock.acquire()
-    state: JobState | None = None
-    try:
-        files = open_files(
-            src,
-            revision=revision,
-            cache_dir=cache_dir if cache_dir is not None else partial / "cache",
-            policy=retry,
-            hub_client=hub_client,
-            filesystem=filesystem,
-        )
-        source = open_source(files)
-        job = _Job.plan(source, episodes, options, shard_bytes, _repo_id(files, repo_id))
-        state = JobState.open(partial, job.document, restart=restart)
-        if _nonempty(out):
-            return _already_published(state, out, started)
-        reconcile(state, job.units)
-        done = state.done_units()
-        with make_engine(engine, workers, ray_address=ray_address) as runner:
-            stats = _run_units(job, state, done, runner, progress, owns_cache=cache_dir is None)
-        assembled = assemble(
-            state, job.units, done, source.camera_keys, shard_bytes, job.record_seed
-        )
-        info = _dataset_info(job, assembled, done)
-        _write_meta(state.dataset_dir, source, assembled.rows, info)
-        crash_point("meta")
-        state.mark_published(info.fingerprint)
-        crash_point("published")
-        _publish(state.dataset_dir, out)
-        crash_point("renamed")
-        state.remove()
-    except BaseException as e:
-        if (state is None and created) or (state is not None and not state.has_work()):
-            shutil.rmtree(partial, ignore_errors=True)
-        elif isinstance(e, JaxloadError) and not isinstance(e, PlanMismatch) and e.args:
-            e.args = (
-                f"{e.args[0]}\n(the finished work is kept in {partial}: rerun the same command "
-                "to resume, or delete that directory)",
-                *e.args[1:],
+    check_out(out)
+    with storage_errors(str(out)):
+        started = time.perf_counter()
+        options = encode_options(video_codec, gop, crf, tune, min_psnr)
+        check_numbers(workers, shard_bytes)
+        if engine not in ("local", "ray"):
+            raise JaxloadError(f"--engine {engine!r}: choose local or ray")
+        partial = partial_dir(out)
+        if _nonempty(out) and not partial.exists():
+            raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
+        created = not partial.exists()
+        lock = JobLock(partial, what=str(out))
+        lock.acquire()
+        state: JobState | None = None
+        try:
+            files = open_files(
+                src,
+                revision=revision,
+                cache_dir=cache_dir if cache_dir is not None else partial / "cache",
+                policy=retry,
+                hub_client=hub_client,
+                filesystem=filesystem,
             )
-        raise
-    finally:
-        lock.release()
-    return _report(job, out, started, done, stats)
+            source = open_source(files)
+            job = _Job.plan(source, episodes, options, shard_bytes, _repo_id(files, repo_id))
+            state = JobState.open(partial, job.document, restart=restart)
+            if _nonempty(out):
+                return _already_published(state, out, started)
+            reconcile(state, job.units)
+            done = state.done_units()
+            with make_engine(engine, workers, ray_address=ray_address) as runner:
+                stats = _run_units(job, state, done, runner, progress, owns_cache=cache_dir is None)
+            assembled = assemble(
+                state, job.units, done, source.camera_keys, shard_bytes, job.record_seed
+            )
+            info = _dataset_info(job, assembled, done)
+            _write_meta(state.dataset_dir, source, assembled.rows, info)
+            crash_point("meta")
+            state.mark_published(info.fingerprint)
+            crash_point("published")
+            _publish(state.dataset_dir, out)
+            crash_point("renamed")
+            state.remove()
+        except BaseException as e:
+            if (state is None and created) or (state is not None and not state.has_work()):
+                shutil.rmtree(partial, ignore_errors=True)
+            elif isinstance(e, JaxloadError) and not isinstance(e, PlanMismatch) and e.args:
+                e.args = (
+                    f"{e.args[0]}\n(the finished work is kept in {partial}: rerun the same command "
+                    "to resume, or delete that directory)",
+                    *e.args[1:],
+                )
+            raise
+        finally:
+            lock.release()
+        return _report(job, out, started, done, stats)
 
 
 # --- planning ---------------------------------------------------------------------------
@@ -245,69 +251,6 @@ def _record_seed(source, selected, features, settings) -> int:
     content = [source.fps, {k: f.to_json() for k, f in features.items()}, episodes, encoding]
     digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
     return int(digest[:16], 16)
-
-
-def _encode_options(
-    codec: str, gop: int, crf: int, tune: str | None, min_psnr: float | None
-) -> video.EncodeOptions:
-    if codec not in (*video.CODECS, "copy"):
-        raise JaxloadError(f"--video-codec {codec!r}: choose h264, hevc, lossless or copy")
-    if crf is not None and min_psnr is not None:
-        raise JaxloadError("--crf and --min-psnr: give one (a crf, or a fidelity target)")
-    image_min_psnr = video.DEFAULT_IMAGE_MIN_PSNR if crf is None and min_psnr is None else None
-    crf = DEFAULT_CRF if crf is None else crf
-    if min_psnr is not None and not (
-        isinstance(min_psnr, int | float) and 20 <= min_psnr <= 80 and codec in ("h264", "hevc")
-    ):
-        raise JaxloadError(
-            f"--min-psnr {min_psnr!r}: a number of dB within 20..80, with --video-codec "
-            "h264 or hevc (lossless is exact, copy keeps the source)"
-        )
-    if gop < 1:
-        raise JaxloadError(f"--gop {gop}: must be at least 1")
-    if not 0 <= crf <= 51:
-        raise JaxloadError(f"--crf {crf}: must be within 0..51")
-    if tune is None:
-        tune = DEFAULT_TUNE if codec in ("h264", "lossless") else ""
-    if tune not in ("", "fastdecode"):
-        raise JaxloadError(f"--tune {tune!r}: choose fastdecode or none")
-    if tune and codec not in ("h264", "lossless"):
-        # x265's fastdecode packets, cut into GOP records, fail to decode (FFmpeg's hevc
-        # decoder: "Invalid data found when processing input"); not investigated further.
-        raise JaxloadError(f"--tune {tune} is for --video-codec h264 or lossless only")
-    return video.EncodeOptions(
-        codec=codec,
-        gop=gop,
-        crf=crf,
-        tune=tune,
-        min_psnr=None if min_psnr is None else float(min_psnr),
-        image_min_psnr=image_min_psnr,
-    )
-
-
-def _check_numbers(workers: int | None, shard_bytes: int) -> None:
-    if workers is not None and workers < 1:
-        raise JaxloadError(f"--workers {workers}: must be at least 1")
-    if shard_bytes < 1:
-        raise JaxloadError(f"shard size {shard_bytes} bytes: must be at least 1")
-
-
-def parse_episodes(spec: str) -> list[int]:
-    """Parses an episode selection such as "0-9,12,20-25" (inclusive ranges)."""
-    selected: set[int] = set()
-    for part in filter(None, (p.strip() for p in spec.split(","))):
-        lo, sep, hi = part.partition("-")
-        try:
-            first = int(lo)
-            last = int(hi) if sep else first
-        except ValueError:
-            raise JaxloadError(f"--episodes {spec!r}: {part!r} is not N or N-M") from None
-        if first < 0 or last < first:
-            raise JaxloadError(f"--episodes {spec!r}: bad range {part!r}")
-        selected.update(range(first, last + 1))
-    if not selected:
-        raise JaxloadError(f"--episodes {spec!r}: selects nothing")
-    return sorted(selected)
 
 
 def _select_episodes(source: LeRobotSource, episodes: Sequence[int] | str | None) -> list[int]:

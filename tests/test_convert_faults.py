@@ -69,6 +69,12 @@ def test_an_output_that_is_a_file_or_under_one_is_refused(source, tmp_path):
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert f"cannot be created under {empty}, a file; nothing was written" in run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+    # The Python API says the same (the checks live in the converter, not the CLI).
+    from jaxload.converters.convert import convert
+    from jaxload.errors import JaxloadError
+
+    with pytest.raises(JaxloadError, match="is a file, not a directory; nothing was written"):
+        convert(source, empty, progress=False)
 
 
 def _private_mounts_work(tmp_path: Path) -> bool:

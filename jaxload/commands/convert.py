@@ -3,19 +3,15 @@ or an fsspec URL) in, a jaxload dataset out. Rerunning the same command after a 
 resumes it; docs/CONVERT.md has the details."""
 
 import argparse
-import contextlib
-import errno
 import logging
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
-from jaxload.errors import JaxloadError
+# What a rerun does after Ctrl-C (printed by jaxload.cli) or a full disk.
+from jaxload.converters.storage import INTERRUPTED
 
 NAME = "convert"
 HELP = "convert a LeRobot dataset (directory, hub id or URL; v3.0 or v2.1) into a jaxload dataset"
-# What a rerun does after Ctrl-C (printed by jaxload.cli) or a full disk.
-INTERRUPTED = "rerun the same command to resume: the episodes already converted are kept"
+__all__ = ["HELP", "INTERRUPTED", "NAME", "add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,78 +92,25 @@ def run(args: argparse.Namespace) -> int:
             return 2
         retry = RetryPolicy(attempts=args.retries)
     shard_bytes = DEFAULT_SHARD_BYTES if args.shard_mb is None else int(args.shard_mb * 2**20)
-    check_out(Path(args.out))
-    with storage_errors(args.out):
-        report = convert(
-            args.src,
-            args.out,
-            video_codec=args.video_codec,
-            gop=args.gop or DEFAULT_GOP,
-            crf=args.crf,
-            tune={"none": "", None: None}.get(args.tune, args.tune),
-            min_psnr=args.min_psnr,
-            workers=args.workers,
-            engine=args.engine,
-            episodes=args.episodes,
-            repo_id=args.repo_id,
-            revision=args.revision,
-            shard_bytes=shard_bytes,
-            progress=not args.no_progress,
-            cache_dir=args.cache_dir,
-            retry=retry,
-            restart=args.restart,
-            ray_address=args.ray_address,
-        )
+    report = convert(
+        args.src,
+        args.out,
+        video_codec=args.video_codec,
+        gop=args.gop or DEFAULT_GOP,
+        crf=args.crf,
+        tune={"none": "", None: None}.get(args.tune, args.tune),
+        min_psnr=args.min_psnr,
+        workers=args.workers,
+        engine=args.engine,
+        episodes=args.episodes,
+        repo_id=args.repo_id,
+        revision=args.revision,
+        shard_bytes=shard_bytes,
+        progress=not args.no_progress,
+        cache_dir=args.cache_dir,
+        retry=retry,
+        restart=args.restart,
+        ray_address=args.ray_address,
+    )
     print(report.summary())
     return 0
-
-
-def check_out(out: Path) -> None:
-    """OUT must be a directory to be (an existing file, even empty, is not "not empty"),
-    and not under a file."""
-    if out.exists() and not out.is_dir():
-        raise JaxloadError(
-            f"{out}: is a file, not a directory; nothing was written. Give a new directory, "
-            "or an empty one, as OUT"
-        )
-    for parent in out.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise JaxloadError(
-                    f"{out}: cannot be created under {parent}, a file; nothing was written"
-                )
-            return
-
-
-@contextlib.contextmanager
-def storage_errors(out: str) -> Iterator[None]:
-    """Turns a full disk or an unwritable OUT (raised by Python, pyarrow or ArrayRecord, in
-    this process or a worker) into a JaxloadError that says what a rerun does."""
-    try:
-        yield
-    except Exception as e:
-        message = _storage_message(e, out)
-        if message is None:
-            raise
-        raise JaxloadError(message) from e
-
-
-def _storage_message(error: BaseException, out: str) -> str | None:
-    for e in _chain(error):
-        code, text = getattr(e, "errno", None), str(e)
-        if code in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text:
-            return f"no space left on device ({text}). Free some space, then {INTERRUPTED}"
-        if code == errno.EROFS or "Read-only file system" in text:
-            return f"{out}: read-only file system ({text}). Once it is writable, {INTERRUPTED}"
-        if code in (errno.EACCES, errno.EPERM):
-            return f"permission denied ({text}). Fix the permissions, then {INTERRUPTED}"
-    return None
-
-
-def _chain(error: BaseException) -> Iterator[BaseException]:
-    """The error and its causes (a worker's error arrives as the cause of another)."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        yield error
-        error = error.__cause__ or error.__context__

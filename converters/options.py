@@ -1,0 +1,78 @@
+"""The conversion options, checked: codec, GOP, crf or fidelity target, tune, workers,
+episode selection. Every bad value is a JaxloadError naming the flag and the rule."""
+
+from __future__ import annotations
+
+from jaxload.converters import video
+from jaxload.errors import JaxloadError
+
+# Decode time vs size (benchmarks/RESULTS.md, GOP tables): 8 -> 4 makes batched reads 14%
+# cheaper per sample at 96x128 for 23% more bytes (12% for 51% more at 480x640); 4 -> 2
+# costs 41-64% more bytes for 4-14%.
+DEFAULT_GOP = 4
+DEFAULT_CRF = 14  # lowest PSNR >= 38 dB vs the AV1 source on the fixtures (docs/FORMAT.md)
+# x264 tune: random frames decode 2.3x faster than with none, for 19% more bytes (docs/FORMAT.md)
+DEFAULT_TUNE = "fastdecode"
+
+
+def encode_options(
+    codec: str, gop: int, crf: int, tune: str | None, min_psnr: float | None
+) -> video.EncodeOptions:
+    if codec not in (*video.CODECS, "copy"):
+        raise JaxloadError(f"--video-codec {codec!r}: choose h264, hevc, lossless or copy")
+    if crf is not None and min_psnr is not None:
+        raise JaxloadError("--crf and --min-psnr: give one (a crf, or a fidelity target)")
+    image_min_psnr = video.DEFAULT_IMAGE_MIN_PSNR if crf is None and min_psnr is None else None
+    crf = DEFAULT_CRF if crf is None else crf
+    if min_psnr is not None and not (
+        isinstance(min_psnr, int | float) and 20 <= min_psnr <= 80 and codec in ("h264", "hevc")
+    ):
+        raise JaxloadError(
+            f"--min-psnr {min_psnr!r}: a number of dB within 20..80, with --video-codec "
+            "h264 or hevc (lossless is exact, copy keeps the source)"
+        )
+    if gop < 1:
+        raise JaxloadError(f"--gop {gop}: must be at least 1")
+    if not 0 <= crf <= 51:
+        raise JaxloadError(f"--crf {crf}: must be within 0..51")
+    if tune is None:
+        tune = DEFAULT_TUNE if codec in ("h264", "lossless") else ""
+    if tune not in ("", "fastdecode"):
+        raise JaxloadError(f"--tune {tune!r}: choose fastdecode or none")
+    if tune and codec not in ("h264", "lossless"):
+        # x265's fastdecode packets, cut into GOP records, fail to decode (FFmpeg's hevc
+        # decoder: "Invalid data found when processing input"); not investigated further.
+        raise JaxloadError(f"--tune {tune} is for --video-codec h264 or lossless only")
+    return video.EncodeOptions(
+        codec=codec,
+        gop=gop,
+        crf=crf,
+        tune=tune,
+        min_psnr=None if min_psnr is None else float(min_psnr),
+        image_min_psnr=image_min_psnr,
+    )
+
+
+def check_numbers(workers: int | None, shard_bytes: int) -> None:
+    if workers is not None and workers < 1:
+        raise JaxloadError(f"--workers {workers}: must be at least 1")
+    if shard_bytes < 1:
+        raise JaxloadError(f"shard size {shard_bytes} bytes: must be at least 1")
+
+
+def parse_episodes(spec: str) -> list[int]:
+    """Parses an episode selection such as "0-9,12,20-25" (inclusive ranges)."""
+    selected: set[int] = set()
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        lo, sep, hi = part.partition("-")
+        try:
+            first = int(lo)
+            last = int(hi) if sep else first
+        except ValueError:
+            raise JaxloadError(f"--episodes {spec!r}: {part!r} is not N or N-M") from None
+        if first < 0 or last < first:
+            raise JaxloadError(f"--episodes {spec!r}: bad range {part!r}")
+        selected.update(range(first, last + 1))
+    if not selected:
+        raise JaxloadError(f"--episodes {spec!r}: selects nothing")
+    return sorted(selected)
