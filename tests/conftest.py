@@ -37,6 +37,7 @@ INTEGRATION_MODULES = {
     "test_convert_v21",
     "test_docstrings",
     "test_doctor",
+    "test_faults",
     "test_lerobot_factory",
     "test_loader_lerobot",
     "test_multihost",
