@@ -84,12 +84,21 @@ def _image_stream(
 
 
 def _encode(frames, options: video.EncodeOptions, fps: int, where: str) -> video.EncodedStream:
-    """Transcodes `frames()`; under --min-psnr, re-encodes at a lower crf until every
-    frame reaches the target (the crf chosen from a sample usually suffices)."""
+    """Transcodes `frames()`; under a PSNR target, re-encodes at a lower crf until every
+    frame reaches it (the crf chosen from a sample usually suffices; crf 0 is the floor).
+    A stream that decodes to something else than its source is an error, never written."""
     while True:
         stream = video.transcode(frames(), options, fps, where=where)
-        reached = options.min_psnr is None or options.codec == "lossless"
-        if reached or stream.psnr.min() >= options.min_psnr or options.crf == 0:
+        worst = float(stream.psnr.min())
+        if worst < video.BROKEN_PSNR_DB:
+            raise SourceError(
+                f"{where}: the stored {stream.codec} stream decodes to frames {worst:.1f} dB "
+                "from the source (broken, not lossy); nothing was written. Try another "
+                "--video-codec (h264 is the tested default)"
+            )
+        if options.min_psnr is None or options.codec == "lossless" or worst >= options.min_psnr:
+            return stream
+        if options.crf == 0:  # the best a lossy stream does; the summary shows the miss
             return stream
         options = dataclasses.replace(options, crf=max(0, options.crf - 2))
 

@@ -24,13 +24,13 @@ def encode_options(
         raise JaxloadError("--crf and --min-psnr: give one (a crf, or a fidelity target)")
     image_min_psnr = video.DEFAULT_IMAGE_MIN_PSNR if crf is None and min_psnr is None else None
     crf = DEFAULT_CRF if crf is None else crf
-    if min_psnr is not None and not (
-        isinstance(min_psnr, int | float) and 20 <= min_psnr <= 80 and codec in ("h264", "hevc")
-    ):
+    if min_psnr is not None and codec not in ("h264", "hevc"):
         raise JaxloadError(
-            f"--min-psnr {min_psnr!r}: a number of dB within 20..80, with --video-codec "
-            "h264 or hevc (lossless is exact, copy keeps the source)"
+            f"--min-psnr with --video-codec {codec}: a fidelity target needs h264 or hevc "
+            "(lossless is exact, copy keeps the source)"
         )
+    if min_psnr is not None and not (isinstance(min_psnr, int | float) and 20 <= min_psnr <= 80):
+        raise JaxloadError(f"--min-psnr {min_psnr!r}: must be a number of dB within 20..80")
     if gop < 1:
         raise JaxloadError(f"--gop {gop}: must be at least 1")
     if not 0 <= crf <= 51:

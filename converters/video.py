@@ -44,6 +44,9 @@ STORED_PIX_FMTS = {
 IMAGE_PIX_FMT = "yuv444p"
 # Their default fidelity target when neither --crf nor --min-psnr is given.
 DEFAULT_IMAGE_MIN_PSNR = 40.0
+# Below this a stored stream is not a lossy copy of its source but a broken one (an encoder
+# bug, a decoder mismatch): the conversion stops instead of writing it.
+BROKEN_PSNR_DB = 20.0
 # A frame decoded more than this far from its query time is a mismatch (LeRobot's default).
 TOLERANCE_S = 1e-4
 
@@ -72,6 +75,10 @@ class EncodeOptions:
         options = self
         if image and self.codec == "copy":
             options = dataclasses.replace(options, codec="lossless", tune="fastdecode")
+        if image and self.codec == "hevc":
+            # x265's 4:4:4 GOP records decode to noise (7 dB) or crash libx265 at small
+            # sizes (seen at 48x48): image cameras stay H.264 4:4:4 under --video-codec hevc.
+            options = dataclasses.replace(options, codec="h264", tune="fastdecode")
         if image and options.codec in ("h264", "hevc"):
             options = dataclasses.replace(
                 options, pix_fmt=IMAGE_PIX_FMT, min_psnr=self.target(image=True)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.decode.frames import EncodedFrames, decode_grouped
-from jaxload.errors import DatasetError
+from jaxload.errors import DatasetError, WindowError
 from jaxload.format import layout
 from jaxload.format.reader import DatasetFiles, ShardReaders, read_tasks
 from jaxload.windows import resolve_delta_timestamps, window_frames
@@ -56,9 +56,12 @@ class JaxloadDataset:
         self.fps = self.info.fps
         self.camera_keys = sorted(self.info.cameras)
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
-        self._offsets = resolve_delta_timestamps(
-            delta_timestamps, self.fps, [*self.info.features, *self.camera_keys]
-        )
+        try:
+            self._offsets = resolve_delta_timestamps(
+                delta_timestamps, self.fps, [*self.info.features, *self.camera_keys]
+            )
+        except WindowError as e:  # in a mixture, say which dataset (and its fps)
+            raise WindowError(f"{self.path} ({self.fps} fps): {e}") from None
         self._frame_dtype = self.info.frame_dtype
         self._string_keys = [k for k, f in self.info.features.items() if f.is_string]
         self._tasks = read_tasks(path)

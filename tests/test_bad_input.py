@@ -156,7 +156,8 @@ def converted(pristine, tmp_path_factory):
 
 
 def test_delta_not_a_frame_multiple(converted):
-    with pytest.raises(WindowError, match=r"'action'.*0\.15.*1/10"):
+    """The error names the dataset and its fps (which dataset of a mixture refused)."""
+    with pytest.raises(WindowError, match=rf"{converted} \(10 fps\): .*'action'.*0\.15.*1/10"):
         jaxload.open(converted, delta_timestamps={"action": [0.0, 0.15]})
 
 
