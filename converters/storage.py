@@ -9,7 +9,7 @@ import errno
 from collections.abc import Iterator
 from pathlib import Path
 
-from jaxload.errors import JaxloadError
+from jaxload.errors import JaxloadError, SourceError
 
 INTERRUPTED = "rerun the same command to resume: the episodes already converted are kept"
 
@@ -46,6 +46,8 @@ def storage_errors(out: str) -> Iterator[None]:
 
 def _storage_message(error: BaseException, out: str) -> str | None:
     for e in _chain(error):
+        if isinstance(e, SourceError):  # reading the source failed: its own message says so
+            return None
         code, text = getattr(e, "errno", None), str(e)
         if code in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text:
             return f"no space left on device ({text}). Free some space, then {INTERRUPTED}"
