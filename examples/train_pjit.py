@@ -139,12 +139,12 @@ def main() -> None:
     )
     loader.start()  # imports and first batches overlap the model set-up below
     spec = loader.element_spec
-    model = Policy(action_dim=spec["action"][0][-1])
+    model = Policy(action_dim=spec["action"].shape[-1])
     tx = optax.adam(args.lr)
 
-    example = [jnp.zeros((1, *spec[c][0][1:]), jnp.uint8) for c in CAMERAS]
+    example = [jnp.zeros((1, *spec[c].shape[1:]), jnp.uint8) for c in CAMERAS]
     params = model.init(
-        jax.random.key(args.seed), example, jnp.zeros((1, *spec["observation.state"][0][1:]))
+        jax.random.key(args.seed), example, jnp.zeros((1, *spec["observation.state"].shape[1:]))
     )
     params = jax.device_put(params, replicated)
     opt_state = jax.device_put(tx.init(params), replicated)

@@ -14,6 +14,7 @@ Package layout (one concern per home):
     format/     the on-disk format and its one reader
     decode/     compressed frames and the decode backend (torchcodec, CPU or CUDA)
     dataset.py  jaxload.open: map-style dataset over frames, with windows
+    metadata.py ds.meta: a dataset's metadata under LeRobotDatasetMetadata's names
     sampling/   epoch permutations, mixtures, the global sample stream
     pipeline/   make_loader: sources, options, Grain stages, hosts, decode device
     state.py, checkpoint.py   loader state and its Orbax handler
@@ -34,6 +35,7 @@ from jaxload.errors import (
     SourceError,
     WindowError,
 )
+from jaxload.metadata import DatasetMetadata
 
 __version__ = "0.1.0"
 
@@ -59,9 +61,15 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'jaxload' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The lazy names too, so tab completion and dir() find `jaxload.stats`."""
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})
+
+
 __all__ = [
     "CheckpointError",
     "DatasetError",
+    "DatasetMetadata",
     "DatasetSource",
     "JaxloadDataset",
     "JaxloadError",

@@ -7,8 +7,11 @@ read together with `__getitems__`, which also decodes each needed segment only o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import numbers
+import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -19,16 +22,20 @@ from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.errors import DatasetError, WindowError
 from jaxload.format import layout
 from jaxload.format.reader import DatasetFiles, ShardReaders, read_tasks
+from jaxload.metadata import DatasetMetadata, EpisodeTable, shape_dtype_structs
 from jaxload.windows import resolve_delta_timestamps, window_frames
 
 Sample = dict[str, Any]
+Index = int | slice | Sequence[int] | np.ndarray
 
 
 class JaxloadDataset:
     """Frames of a jaxload dataset, with LeRobotDataset's keys, windows and padding.
 
     Position `i` is the i-th frame of the selected episodes in source order; with all
-    episodes selected it is the frame whose LeRobot `index` is `i`.
+    episodes selected it is the frame whose LeRobot `index` is `i`. `ds[i]` is one sample
+    (negative `i` counts from the end, as in Python); `ds[2:5]`, `ds[[3, 5]]` and
+    `ds[np.array([3, 5])]` are lists of samples, read together.
 
     Example:
         >>> ds = jaxload.open("out/demo", delta_timestamps={"action": [0.0, 0.1, 0.2]})
@@ -37,6 +44,15 @@ class JaxloadDataset:
         ((3, 4), array([False, False, False]))
         >>> sample["observation.images.top"].shape, sample["task"]
         ((48, 64, 3), 'pick up the cube and put it in the bowl')
+        >>> ds.num_frames, ds.num_episodes, ds.fps, ds.meta.total_frames
+        (20, 4, 10, 20)
+        >>> [s["index"] for s in ds[2:4]], ds.episode_data_index["to"]
+        ([array(2), array(3)], array([ 5,  6,  8, 20]))
+
+    LeRobotDataset's names work too: `num_frames` and `num_episodes` (of the selection),
+    `episode_data_index` (`{"from", "to"}` positions of each selected episode), and, for
+    the whole dataset as in LeRobot, `meta` (`jaxload.metadata.DatasetMetadata`),
+    `features`, `stats`, `tasks`, `camera_keys`, `fps`.
 
     Instances are picklable and thread-safe (each thread opens its own file readers and
     decoders), so they serve directly as a Grain `RandomAccessDataSource`.
@@ -65,7 +81,11 @@ class JaxloadDataset:
         self._frame_dtype = self.info.frame_dtype
         self._string_keys = [k for k, f in self.info.features.items() if f.is_string]
         self._tasks = read_tasks(path)
-        self._episodes = files.episodes.take(self._select(files.episodes.index, episodes))
+        table = files.episodes
+        self._episodes = (
+            table if episodes is None else table.take(self._select(table.index, episodes))
+        )
+        self._all_episodes = (table.index, table.length, table.tasks)  # for `meta`, no copy
         self.episode_index = self._episodes.index
         self.episode_lengths = self._episodes.length
         self.episode_starts = np.concatenate([[0], np.cumsum(self.episode_lengths)[:-1]]).astype(
@@ -108,15 +128,65 @@ class JaxloadDataset:
     def __len__(self) -> int:
         return self._num_frames
 
+    # --- LeRobotDataset's names -----------------------------------------------------
+
+    @functools.cached_property
+    def meta(self) -> DatasetMetadata:
+        """The whole dataset's metadata (`LeRobotDatasetMetadata`'s names), built on first use."""
+        return DatasetMetadata(self.path, self.info, EpisodeTable(*self._all_episodes), self._tasks)
+
+    @property
+    def num_frames(self) -> int:
+        """Frames of the selected episodes (= len(self))."""
+        return self._num_frames
+
+    @property
+    def num_episodes(self) -> int:
+        """Selected episodes."""
+        return len(self.episode_index)
+
+    @property
+    def features(self) -> dict[str, dict[str, Any]]:
+        """LeRobot's info.json features of the dataset (see `DatasetMetadata`)."""
+        return self.meta.features
+
+    @property
+    def stats(self) -> dict[str, dict[str, np.ndarray]]:
+        """The whole dataset's meta/stats.json as numpy arrays, as LeRobot's `meta.stats`."""
+        return self.meta.stats
+
+    @property
+    def tasks(self) -> dict[int, str]:
+        """task_index -> task string, for the whole dataset."""
+        return dict(self._tasks)
+
+    @property
+    def episode_data_index(self) -> dict[str, np.ndarray]:
+        """LeRobot's `{"from": ..., "to": ...}`: selected episode k is `self[from[k]:to[k]]`."""
+        return {
+            "from": self.episode_starts.copy(),
+            "to": self.episode_starts + self.episode_lengths,
+        }
+
     def __repr__(self) -> str:
         return (
             f"JaxloadDataset({self.path!r}, frames={len(self)}, "
             f"episodes={len(self.episode_index)}, cameras={self.camera_keys})"
         )
 
-    def element_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Shape and dtype of every value in a sample except "task"; a string feature's
-        dtype is numpy's str (`np.dtype(str)`): it stays host-local in batches."""
+    def element_spec(self) -> dict[str, Any]:
+        """A `jax.ShapeDtypeStruct` per value of a sample except "task"; a string feature's
+        dtype is numpy's str (`np.dtype(str)`): it stays host-local in batches.
+
+        Example:
+            >>> ds = jaxload.open("out/demo", delta_timestamps={"action": [0.0, 0.1, 0.2]})
+            >>> ds.element_spec()["action"]
+            ShapeDtypeStruct(shape=(3, 4), dtype=float32)
+        """
+        return shape_dtype_structs(self._spec())
+
+    def _spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """(shape, dtype) per key of a sample except "task"."""
         spec = {}
         for key, feature in self.info.features.items():
             window = self._window_shape(key)
@@ -140,11 +210,18 @@ class JaxloadDataset:
 
     # --- reading --------------------------------------------------------------------
 
-    def __getitem__(self, position: int) -> Sample:
-        return self.__getitems__([position])[0]
+    def __getitem__(self, index: Index) -> Sample | list[Sample]:
+        """One sample for an int (negative counts from the end); a list of samples for a
+        slice or a 1-D sequence/array of ints (read together, as `__getitems__`)."""
+        positions = _positions(index, self._num_frames, self.path)
+        if positions is None:
+            return self.__getitems__([operator.index(index)])[0]
+        return self.__getitems__(positions)
 
     def __getitems__(self, positions: Sequence[int]) -> list[Sample]:
         """Reads many samples at once: one batched read, one decoder per camera."""
+        if len(positions) == 0:
+            return []
         samples, videos = self.read_encoded(positions)
         decoded = decode_grouped(list(videos.values()))
         for cam, images in zip(videos, decoded, strict=True):
@@ -220,7 +297,10 @@ class JaxloadDataset:
         return samples, videos
 
     def _check_positions(self, positions: Sequence[int]) -> np.ndarray:
-        p = np.asarray(positions, dtype=np.int64).reshape(-1)
+        p = np.asarray(positions)
+        if p.size and p.dtype.kind not in "iu":
+            raise TypeError(f"{self.path}: positions must be integers, got dtype {p.dtype}")
+        p = p.astype(np.int64).reshape(-1)
         p = np.where(p < 0, p + self._num_frames, p)
         bad = (p < 0) | (p >= self._num_frames)
         if bad.any():
@@ -275,6 +355,42 @@ def open(
     see jaxload.stats.speed), computed once per dataset and stored in its metadata.
     """
     return JaxloadDataset(path, delta_timestamps=delta_timestamps, episodes=episodes, speed=speed)
+
+
+def _positions(index: Any, length: int, where: str) -> np.ndarray | range | None:
+    """The positions `ds[index]` reads: None for one int (one sample), else those of a
+    slice or a 1-D integer sequence/array (range checks follow in `_check_positions`)."""
+    if isinstance(index, bool | np.bool_):
+        raise TypeError(f"{where}: ds[{index!r}]: a bool is not a position")
+    if isinstance(index, numbers.Integral):  # int, numpy integer
+        return None
+    if isinstance(index, slice):
+        return range(length)[index]
+    if isinstance(index, tuple):
+        listed = ", ".join(map(repr, index))
+        raise TypeError(
+            f"{where}: ds[{listed}]: a dataset has one axis; for several samples pass a "
+            f"list: ds[[{listed}]]"
+        )
+    if isinstance(index, str | bytes) or not (
+        isinstance(index, Sequence) or hasattr(index, "__array__")
+    ):
+        raise TypeError(
+            f"{where}: ds[...] takes an int, a slice or a 1-D sequence/array of ints, "
+            f"not {type(index).__name__}"
+        )
+    array = np.asarray(index)
+    if array.size == 0 and array.ndim == 1:
+        return np.zeros(0, np.int64)
+    if array.dtype.kind == "b":
+        raise TypeError(f"{where}: boolean masks are not supported; use ds[np.flatnonzero(mask)]")
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{where}: index values must be integers, got dtype {array.dtype}")
+    if array.ndim == 0:  # a 0-d integer array (numpy, jax): one sample
+        return None
+    if array.ndim != 1:
+        raise TypeError(f"{where}: an index array must be 1-D, got shape {array.shape}")
+    return array
 
 
 def _some(episodes: np.ndarray, limit: int = 8) -> str:

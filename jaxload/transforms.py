@@ -74,10 +74,26 @@ class Normalize(grain.transforms.Map):
         modes: Mapping[str, str],
         **kwargs: Any,
     ) -> Normalize:
-        """Normalize with the stats of one dataset, or of a mixture (merged, count-weighted)."""
+        """Normalize with the stats of one dataset, or of a mixture (merged, count-weighted).
+
+        Only the keys of `modes` are read and merged (a mixture's other keys, such as
+        image stats without a quantile sketch, raise no warning); a key is merged over the
+        datasets that have it, and one that none has is a KeyError naming the datasets.
+
+        Example::
+
+            norm = Normalize.from_datasets(["out/a", "out/b"], {"action": "mean_std"})
+        """
         paths = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-        stats = merge_stats([load_stats(p) for p in paths])
-        return cls(stats, modes, **kwargs)
+        parts = [load_stats(p, modes) for p in paths]
+        missing = [k for k in modes if not any(k in part for part in parts)]
+        if missing:
+            have = sorted({k for p in paths for k in load_stats(p, sketch=False)})
+            raise KeyError(
+                f"Normalize.from_datasets: no stats for {missing} in "
+                f"{', '.join(map(str, paths))} (their meta/stats.json have {have})"
+            )
+        return cls(merge_stats(parts), modes, **kwargs)
 
     def map(self, element: dict[str, Any]) -> dict[str, Any]:
         return self.normalize(element)

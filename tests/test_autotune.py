@@ -60,7 +60,7 @@ def test_recommendation_on_this_machine(dataset, capsys):
     assert probe.sample_ms > 0 and probe.frame_record_bytes == 68
     spec = jaxload.open(dataset, delta_timestamps=WINDOWS).element_spec()
     assert probe.sample_bytes == sum(
-        int(np.prod(s)) * np.dtype(d).itemsize for s, d in spec.values()
+        int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in spec.values()
     )
     assert probe.sample_bytes > 2 * 84 * 84 * 3  # two frames of the camera
     assert rec.batch_size_min <= rec.global_batch_size <= rec.batch_size_max

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import grain
+import jax
 import numpy as np
 import pytest
 
@@ -60,8 +61,9 @@ def test_batch_has_every_key_with_a_batch_axis():
     assert batch["action"].shape == (5, 3, 4) and batch["action_is_pad"].shape == (5, 3)
     assert batch["observation.images.top"].dtype == np.uint8
     assert batch["task"].dtype.kind == "U" and batch["task"].shape == (5,)
-    for key, (shape, dtype) in loader.element_spec.items():
-        assert batch[key].shape == shape and batch[key].dtype == dtype, key
+    for key, spec in loader.element_spec.items():
+        assert isinstance(spec, jax.ShapeDtypeStruct), key
+        assert batch[key].shape == spec.shape and batch[key].dtype == spec.dtype, key
     # The sample behind each row is exactly what the dataset returns at that position.
     ds = _fake()
     for row, index in enumerate(batch["index"]):
@@ -272,7 +274,7 @@ def test_sharded_batches_are_global_jax_arrays():
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "OK ((8, 3, 4), dtype('float32'))" in out.stdout
+    assert "OK ShapeDtypeStruct(shape=(8, 3, 4), dtype=float32)" in out.stdout
 
 
 def test_arguments_are_checked():

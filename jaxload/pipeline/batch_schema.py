@@ -39,9 +39,11 @@ class Field:
 
 
 def rename_spec(spec: Spec, key_map: Mapping[str, str]) -> dict[str, tuple[tuple[int, ...], Any]]:
-    """Apply a key map to a spec; `{key}_is_pad` follows its key."""
+    """Apply a key map to a spec; `{key}_is_pad` follows its key. Entries are `(shape,
+    dtype)` or anything with `.shape` and `.dtype` (a dataset's `jax.ShapeDtypeStruct`s)."""
     out = {}
-    for key, (shape, dtype) in spec.items():
+    for key, entry in spec.items():
+        shape, dtype = (entry.shape, entry.dtype) if hasattr(entry, "dtype") else entry
         out[rename_key(key, key_map)] = (tuple(shape), np.dtype(dtype))
     return out
 

@@ -27,6 +27,7 @@ import grain
 import numpy as np
 
 from jaxload.errors import WorkerTimeoutError
+from jaxload.metadata import shape_dtype_structs
 from jaxload.pipeline import workers
 from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.decode_device import cameras_decoded_on_device, resolve_decode_device
@@ -165,15 +166,16 @@ class Loader:
         return max(0, (self.num_epochs * self.epoch_size - self.position) // self.global_batch_size)
 
     @property
-    def element_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Shape and dtype of every array key of a batch (global shape with `sharding`).
+    def element_spec(self) -> dict[str, Any]:
+        """A `jax.ShapeDtypeStruct` per array key of a batch (global shape with `sharding`).
 
         Describes the collated batch, before any `batch_transform`.
         """
         rows = self.global_batch_size if self.sharding is not None else len(self.rows)
-        return {
+        spec = {
             k: ((rows, *shape), dtype) for k, (shape, dtype) in self.schema.element_spec.items()
         }
+        return shape_dtype_structs(spec)
 
     # -- state -------------------------------------------------------------------------------
 

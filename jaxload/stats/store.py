@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +65,31 @@ def write_stats(
     return ordered
 
 
-def load_stats(dataset_path: str | os.PathLike) -> dict[str, FeatureStats]:
+def load_stats(
+    dataset_path: str | os.PathLike,
+    keys: Iterable[str] | None = None,
+    *,
+    sketch: bool = True,
+) -> dict[str, FeatureStats]:
     """meta/stats.json of a dataset, with the histograms of meta/stats_sketch.npz attached
-    (so `merge_stats` can merge quantiles) when the sketch matches the stats."""
+    (so `merge_stats` can merge quantiles) when the sketch matches the stats.
+
+    `keys` limits the result (and any warning) to those features; one the file lacks is
+    left out. `sketch=False` skips the histograms (stats.json alone: smaller, no merging
+    of quantiles with bounds).
+    """
     root = Path(dataset_path)
     path = root / fmt.STATS_PATH
     if not path.is_file():
         raise DatasetError(f"{path}: missing; compute it with jaxload.stats.write_stats")
-    stats = {k: FeatureStats.from_json(v, f"{path}: {k}") for k, v in _read_json(path).items()}
-    sketch = _read_sketch(root / SKETCH_PATH)
-    for key, (count, grids, error) in sketch.items():
+    raw = _read_json(path)
+    keys = [keys] if isinstance(keys, str) else keys
+    wanted = raw.keys() if keys is None else [k for k in dict.fromkeys(keys) if k in raw]
+    stats = {k: FeatureStats.from_json(raw[k], f"{path}: {k}") for k in wanted}
+    histograms = _read_sketch(root / SKETCH_PATH) if sketch else {}
+    for key, (count, grids, error) in histograms.items():
+        if keys is not None and key not in stats:  # not asked for: not even a warning
+            continue
         s = stats.get(key)
         if s is None or s.count != count or any(e.size != s.mean.size for e in error.values()):
             log.warning("%s: sketch of %r does not match stats.json; ignoring it", path, key)

@@ -75,9 +75,7 @@ def probe_dataset(
         else JaxloadDataset(dataset, delta_timestamps=delta_timestamps)
     )
     spec = ds.element_spec()
-    sample_bytes = sum(
-        int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in spec.values()
-    )
+    sample_bytes = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in spec.values())
     cameras = {cam: _probe_camera(ds, cam, segments, spec) for cam in ds.camera_keys}
     return DatasetProbe(
         path=ds.path,
@@ -93,7 +91,7 @@ def probe_dataset(
 def _probe_camera(ds: Any, cam: str, count: int, spec: Mapping[str, Any]) -> CameraProbe:
     from jaxload.decode.frames import decode_gops
 
-    info, shape = ds.info.cameras[cam], spec[cam][0]
+    info, shape = ds.info.cameras[cam], spec[cam].shape
     inits, segments, lengths = _sample_segments(ds.path, ds.episode_index, cam, count)
 
     def decode(init: bytes, gop: bytes, frames: list[int]) -> None:
