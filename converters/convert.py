@@ -63,6 +63,7 @@ from jaxload.converters.plan import (
 )
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.remote import RetryPolicy
+from jaxload.converters.sizes import conversion_sizes
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
@@ -528,6 +529,8 @@ def _report(job: _Job, out: Path, started: float, done, stats: _RunStats) -> Con
         balance_lpt=stats.balance_lpt,
         balance_round_robin=stats.balance_round_robin,
         worker_seconds=stats.worker_seconds,
+        sizes=conversion_sizes(out, job.source, job.selected),
+        camera_crf=dict(job.options.camera_crf),
     )
 
 

@@ -4,6 +4,9 @@ The bar counts frames (so its ETA weighs long episodes right) and shows episodes
 and input MB/s; rates count only this run's work, not units a crashed run finished.
 
     convert:  41%|████▏     | 512/1247 frames, 6/14 episodes, 402 frames/s, 0.61 MB/s in [00:01<00:01]
+
+The summary's size lines come from `converters.sizes` (which way the ratio runs, how much
+of it is re-encoding, fixed costs apart from per-frame ones).
 """
 
 from __future__ import annotations
@@ -12,8 +15,12 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
+
+if TYPE_CHECKING:
+    from jaxload.converters.sizes import ConversionSizes
 
 
 class ProgressBar:
@@ -86,6 +93,8 @@ class ConvertReport:
     balance_lpt: float = 1.0  # expected max/mean per-worker cost, costliest first
     balance_round_robin: float = 1.0  # the same for round-robin hand-out
     worker_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    sizes: ConversionSizes | None = None  # where the output's bytes go, beside the source's
+    camera_crf: dict[str, int] = dataclasses.field(default_factory=dict)  # chosen by a target
 
     @property
     def input_mb_per_s(self) -> float:
@@ -109,8 +118,7 @@ class ConvertReport:
             f"{self.episodes / seconds:.2f} episodes/s)",
             f"input: {_mb(self.source_bytes)} ({self.input_mb_per_s:.2f} MB/s)"
             + (f" from {self.source}" if self.source else ""),
-            f"output: {_mb(self.output_bytes)} "
-            f"(ratio {self.output_bytes / max(self.source_bytes, 1):.2f})",
+            *self._size_lines(),
             f"work: {self.units} units on {self.workers} {self.engine} worker(s), "
             f"cost balance max/mean {self.balance_lpt:.2f} "
             f"(round-robin would be {self.balance_round_robin:.2f})"
@@ -118,8 +126,16 @@ class ConvertReport:
             + (f", {self.retries} transient errors retried" if self.retries else ""),
         ]
         for cam, (lo, mean) in self.psnr.items():
-            lines.append(f"fidelity {cam}: PSNR min {lo:.2f} dB, mean {mean:.2f} dB")
+            crf = self.camera_crf.get(cam)
+            chosen = f" (crf {crf}, chosen for the fidelity target)" if crf is not None else ""
+            lines.append(f"fidelity {cam}: PSNR min {lo:.2f} dB, mean {mean:.2f} dB{chosen}")
         return "\n".join(lines)
+
+    def _size_lines(self) -> list[str]:
+        if self.sizes is not None:
+            return self.sizes.lines()
+        ratio = self.output_bytes / max(self.source_bytes, 1)
+        return [f"output: {_mb(self.output_bytes)}; output is {ratio:.2f}x the source"]
 
 
 def _mb(n: int) -> str:
