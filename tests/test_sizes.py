@@ -89,6 +89,8 @@ def test_each_shard_splits_into_records_framing_index_and_tail(converted):
         assert len(layout.records) == info.shard_records[shard]
         # ArrayRecord pads footer and postscript to 64 KiB blocks: the tail is < 128 KiB.
         assert layout.size % BLOCK == 0 and 0 < layout.tail < 2 * BLOCK
+        # ... and nothing else: fmt.WRITER_OPTIONS pads no chunk (signature, block headers).
+        assert layout.framing < 1024
 
 
 def test_source_split_matches_a_demux_of_the_source(source):

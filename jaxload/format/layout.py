@@ -54,8 +54,11 @@ STATS_PATH = "meta/stats.json"
 DATA_DIR = "data"
 
 # array-record changed its defaults between versions: always spell the options out.
-# group_size:1 makes every record its own chunk, so a read touches only that record.
-WRITER_OPTIONS = "group_size:1"
+# group_size:1 makes every record its own chunk, so a read touches only that record; zstd:3
+# with window_log:20 and no padding per chunk are array-record 0.8's defaults, written out
+# (same bytes). Padding every chunk to 64 KiB would cost up to 64 KiB per record; the
+# footer and postscript are padded whatever the options say (docs/CONVERT.md, Sizes).
+WRITER_OPTIONS = "group_size:1,zstd:3,window_log:20,pad_to_block_boundary:false"
 # No readahead: samples are random access; readahead would read bytes nobody asked for.
 READER_OPTIONS = "readahead_buffer_size:0"
 
