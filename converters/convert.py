@@ -48,6 +48,7 @@ from jaxload.converters.options import (
     DEFAULT_CRF,
     DEFAULT_GOP,
     DEFAULT_TUNE,
+    check_episodes,
     check_numbers,
     encode_options,
     parse_episodes,
@@ -69,7 +70,7 @@ from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
 from jaxload.converters.units import UnitContext, UnitResult
 from jaxload.converters.writer import DEFAULT_SHARD_BYTES
-from jaxload.errors import JaxloadError, SourceError
+from jaxload.errors import JaxloadError
 from jaxload.format import Camera, DatasetInfo, Feature
 from jaxload.stats import write_stats
 
@@ -259,9 +260,12 @@ def _select_episodes(source: LeRobotSource, episodes: Sequence[int] | str | None
     if episodes is None:
         return list(available)
     wanted = parse_episodes(episodes) if isinstance(episodes, str) else sorted(set(episodes))
-    missing = sorted(set(wanted) - set(available))
-    if missing:
-        raise SourceError(f"{source.root}: episodes {missing} do not exist in this dataset")
+    check_episodes(
+        wanted,
+        list(available),
+        episodes if isinstance(episodes, str) else None,
+        where=str(source.root),
+    )
     return wanted
 
 

@@ -34,6 +34,9 @@ def fragment_gop(
         stream.time_base = _TIME_BASE
         if codec == "hevc":
             stream.codec_tag = "hvc1"
+            # PyAV opens an (unused) libx265 encoder for the stream, which would print ~20
+            # `x265 [info]` lines per GOP; keep its errors only.
+            stream.options = {"x265-params": "log-level=error"}
         for k, data in enumerate(packets):
             packet = av.Packet(data)
             packet.pts = packet.dts = k

@@ -23,10 +23,26 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jaxload.converters.files import CachedRemoteFiles
-from jaxload.converters.remote import RetryPolicy
+from jaxload.converters.remote import RetryPolicy, call_with_retries
 
-# owner/name as the hub spells repository ids.
-REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+# owner/name as the hub spells repository ids: each part starts and ends with a letter,
+# digit or `_` (huggingface_hub's validate_repo_id).
+_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?"
+REPO_ID = re.compile(f"{_PART}/{_PART}")
+MAX_NAME_LENGTH = 96
+
+
+def is_repo_id(text: str) -> bool:
+    """Whether `text` can be a hub dataset id: `owner/name`, one slash, letters, digits and
+    `-_.`, no `--` or `..`, not ending in `.git`, the name at most 96 characters (the hub's
+    own rules). A path such as `./x`, `../x`, `/x`, `~/x` or `a/b/c` never is."""
+    return (
+        REPO_ID.fullmatch(text) is not None
+        and "--" not in text
+        and ".." not in text
+        and not text.endswith(".git")
+        and len(text.partition("/")[2]) <= MAX_NAME_LENGTH
+    )
 
 
 class HubClient(Protocol):
@@ -112,6 +128,20 @@ class HubFiles(CachedRemoteFiles):
     def describe(self, rel: str) -> str:
         base = f"hf://datasets/{self.repo_id}@{self.revision}"
         return f"{base}/{rel}" if rel else base
+
+    def resolve(self) -> None:
+        """The first request (the commit and file list). It decides whether SRC names a hub
+        dataset at all, so it fails at once, without retries, when the hub cannot be
+        reached: a mistyped local path should not wait out a backoff. Once the hub has
+        answered, later reads retry transient errors under the policy as usual."""
+        if self._listing is None:
+            self._listing = call_with_retries(
+                self._fetch_listing,
+                what=self.describe(""),
+                policy=self.policy,
+                counter=self.counter,
+                fail_fast_unreachable=True,
+            )
 
     def identity(self) -> dict[str, Any]:
         self.listing()  # resolves the commit

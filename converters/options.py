@@ -4,7 +4,7 @@ episode selection. Every bad value is a JaxloadError naming the flag and the rul
 from __future__ import annotations
 
 from jaxload.converters import video
-from jaxload.errors import JaxloadError
+from jaxload.errors import JaxloadError, SourceError
 
 # Decode time vs size (benchmarks/RESULTS.md, GOP tables): 8 -> 4 makes batched reads 14%
 # cheaper per sample at 96x128 for 23% more bytes (12% for 51% more at 480x640); 4 -> 2
@@ -76,3 +76,32 @@ def parse_episodes(spec: str) -> list[int]:
     if not selected:
         raise JaxloadError(f"--episodes {spec!r}: selects nothing")
     return sorted(selected)
+
+
+def format_ranges(ids: list[int] | tuple[int, ...], limit: int = 8) -> str:
+    """Sorted ids as ranges: [0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8" (after `limit` ranges,
+    "... (N more)")."""
+    runs: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    parts = [f"{a}-{b}" if b > a else f"{a}" for a, b in runs]
+    more = f", ... ({len(parts) - limit} more ranges)" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more
+
+
+def check_episodes(wanted: list[int], available: list[int], spec: str | None, where: str) -> None:
+    """A JaxloadError naming the selection, what of it does not exist and what does:
+    "DIR: --episodes 0-99: episodes 6-99 do not exist (this dataset has 0-5)"."""
+    missing = sorted(set(wanted) - set(available))
+    if not missing:
+        return
+    selection = f"--episodes {spec}" if spec is not None else f"episodes {format_ranges(wanted)}"
+    noun = "episode" if len(missing) == 1 else "episodes"
+    verb = "does" if len(missing) == 1 else "do"
+    raise SourceError(
+        f"{where}: {selection}: {noun} {format_ranges(missing)} {verb} not exist "
+        f"(this dataset has {format_ranges(available)})"
+    )

@@ -5,7 +5,9 @@ reads) goes through `call_with_retries`. Transient transport errors (timeouts, d
 refused connections, HTTP 408/429/5xx) are retried with capped exponential backoff; a
 missing file (404), an authentication problem (401/403) or anything else fails at once,
 because waiting cannot fix it. Corrupt data is found by the readers after the fetch and
-is never retried either.
+is never retried either. The request that decides whether SRC is a hub dataset at all
+(`HubFiles.resolve`) also fails at once when the host cannot be reached (`reachability`):
+SRC may just as well be a mistyped local path, and 13 s of retries would hide that.
 
 Example::
 
@@ -31,6 +33,9 @@ TRANSIENT = "transient"
 MISSING = "missing"
 AUTH = "auth"
 PERMANENT = "permanent"
+# Kinds of a failed first request under `fail_fast_unreachable` (see `reachability`).
+OFFLINE = "offline"
+UNREACHABLE = "unreachable"
 
 TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 MISSING_STATUS = frozenset({404, 410})
@@ -57,6 +62,20 @@ TRANSIENT_CLASS_NAMES = frozenset(
         "ReadTimeoutError",
         "IncompleteRead",  # http.client
         "RemoteDisconnected",
+    }
+)
+# Failures to open a connection at all (refused, no route, name not resolved): the host is
+# not there, as opposed to a request it dropped or answered with an error.
+CONNECT_CLASS_NAMES = frozenset(
+    {
+        "ConnectError",  # httpx
+        "ConnectTimeout",
+        "ConnectionRefusedError",
+        "gaierror",  # socket: name not resolved
+        "NewConnectionError",  # urllib3
+        "NameResolutionError",
+        "ClientConnectorError",  # aiohttp
+        "EndpointConnectionError",  # botocore
     }
 )
 
@@ -111,18 +130,23 @@ def call_with_retries(
     policy: RetryPolicy,
     counter: RetryCounter | None = None,
     missing: str | None = None,
+    fail_fast_unreachable: bool = False,
 ) -> T:
     """Returns fn(), retrying transient errors under `policy`.
 
     Raises `RemoteError` naming `what`: at once for a missing file (with `missing` as the
     context, e.g. "video of episode 3"), a denied access or any non-transient error, and
-    after the last attempt for a transient one.
+    after the last attempt for a transient one. With `fail_fast_unreachable`, also at once
+    (kind OFFLINE or UNREACHABLE) when no connection could be opened at all.
     """
     started = time.monotonic()
     for attempt in range(policy.attempts):
         try:
             return fn()
         except Exception as error:
+            reach = reachability(error) if fail_fast_unreachable else None
+            if reach is not None:
+                raise RemoteError(f"{what}: {describe(error)}", reach) from error
             kind = classify(error)
             if kind != TRANSIENT:
                 raise RemoteError(_final_message(what, kind, error, missing), kind) from error
@@ -181,11 +205,23 @@ def classify(error: BaseException) -> str:
     return PERMANENT
 
 
+def reachability(error: BaseException) -> str | None:
+    """OFFLINE (HF_HUB_OFFLINE), UNREACHABLE (no connection could be opened) or None (the
+    host answered, or the failure came later), judged along the cause chain."""
+    for exc in _chain(error):
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if "OfflineModeIsEnabled" in names:
+            return OFFLINE
+        if names & CONNECT_CLASS_NAMES:
+            return UNREACHABLE
+    return None
+
+
 def describe(error: BaseException) -> str:
     """A one-line account of an error: its type and message, and the root cause's."""
     root = list(_chain(error))[-1]
     text = f"{type(error).__name__}: {_first_line(error)}"
-    if root is not error:
+    if root is not error and _first_line(root) != _first_line(error):  # say a thing once
         text += f"; caused by {type(root).__name__}: {_first_line(root)}"
     return text
 

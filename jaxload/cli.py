@@ -6,13 +6,21 @@ after Ctrl-C does); modules are discovered, so adding a command never touches th
 Heavy imports stay inside `run`.
 
 Errors end the command with a one-line message and exit status 1 (130 for Ctrl-C); the
-traceback is shown with `--debug` or JAXLOAD_DEBUG=1.
+traceback is shown with `--debug` or JAXLOAD_DEBUG=1. When the reader of stdout goes away
+(`jaxload stats ds | head -3`) the command stops quietly with status 141 (128 + SIGPIPE,
+as a shell reports for a command killed by a closed pipe).
+
+Example::
+
+    jaxload --version
+    jaxload info out/pusht
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import pkgutil
 import sys
@@ -24,11 +32,21 @@ from jaxload.errors import JaxloadError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs `jaxload ARGS` and returns its exit status (the console script's entry point)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("JAXLOAD_DEBUG", "") not in ("", "0")
     try:
-        return args.command_module.run(args)
+        status = args.command_module.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
     except KeyboardInterrupt:
         _traceback(debug)
         rerun = getattr(args.command_module, "INTERRUPTED", "")
@@ -36,10 +54,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"jaxload {args.command}: interrupted{'; ' + rerun if rerun else ''}", file=sys.stderr
         )
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as e:
         _traceback(debug)
         print(f"jaxload {args.command}: error: {describe(e, debug)}", file=sys.stderr)
         return 1
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away: stop without a traceback. Pointing stdout at
+    /dev/null keeps the interpreter's last flush from raising the same error again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (captured in tests)
+        pass
+    return 141
+
+
+def version() -> str:
+    """The installed jaxload's version (package metadata)."""
+    try:
+        return importlib.metadata.version("jaxload")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
 
 
 def describe(error: Exception, debug: bool = False) -> str:
@@ -64,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     debug_help = "show the traceback of an error (also JAXLOAD_DEBUG=1)"
     parser.add_argument("--debug", action="store_true", help=debug_help)
+    parser.add_argument(
+        "--version", action="version", version=f"jaxload {version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")

@@ -177,13 +177,16 @@ def test_hub_corrupt_parquet_fails_fast(dataset, tmp_path):
 
 def test_unknown_hub_dataset(dataset, tmp_path):
     with pytest.raises(
-        JaxloadError, match=r"org/nope: no local directory of that name, and no dataset"
+        JaxloadError,
+        match=r"org/nope: no such local directory, and no Hugging Face dataset 'org/nope'",
     ):
         convert("org/nope", tmp_path / "out", hub_client=LocalHub(dataset[2]), progress=False)
 
 
-def test_unreachable_hub_fails_clearly_without_hanging(tmp_path):
-    """The real huggingface_hub, pointed at a closed port on loopback (never a real host)."""
+def test_unreachable_hub_fails_at_once_saying_what_src_was_tried_as(tmp_path):
+    """The real huggingface_hub, pointed at a closed port on loopback (never a real host).
+    The first hub request decides whether SRC is a hub dataset at all: a refused connection
+    there fails at once (no backoff), naming both the missing directory and the hub."""
     env = os.environ | {
         "HF_ENDPOINT": "http://127.0.0.1:9",
         "HF_HOME": str(tmp_path / "hf"),
@@ -210,10 +213,12 @@ def test_unreachable_hub_fails_clearly_without_hanging(tmp_path):
     )
     elapsed = time.monotonic() - started
     assert run.returncode == 1, run.stderr
-    assert "hf://datasets/lerobot/pusht@main: giving up after 3 attempts" in run.stderr
-    assert "cannot reach the Hugging Face Hub at http://127.0.0.1:9" in run.stderr
-    assert "Traceback" not in run.stderr
-    assert elapsed < 60, elapsed  # capped backoff: about 1 s of waits, plus start-up
+    assert (
+        "lerobot/pusht: no such local directory, and cannot reach the Hugging Face Hub at "
+        "http://127.0.0.1:9" in run.stderr
+    )
+    assert "retry" not in run.stderr and "Traceback" not in run.stderr
+    assert elapsed < 30, elapsed  # no backoff: interpreter start-up and one refused connect
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.partial").exists()
 
 

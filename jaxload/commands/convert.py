@@ -54,12 +54,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=None, help="worker processes, or Ray CPUs (default: cores)"
     )
-    parser.add_argument("--engine", choices=["local", "ray"], default="local")
+    parser.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="local: a process pool on this machine (default); ray: Ray tasks, on a cluster "
+        "with --ray-address (output bytes are the same)",
+    )
     parser.add_argument(
         "--ray-address",
         help='Ray cluster to join ("auto" on a cluster node; default: RAY_ADDRESS or a local Ray)',
     )
-    parser.add_argument("--episodes", help='episodes to convert, e.g. "0-9,12"')
+    parser.add_argument(
+        "--episodes", help='episodes to convert, inclusive ranges, e.g. "0-9,12" (default: all)'
+    )
     parser.add_argument(
         "--shard-mb", type=float, default=None, help="output shard size in MiB (default 256)"
     )

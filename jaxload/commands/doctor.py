@@ -1,4 +1,11 @@
-"""jaxload doctor PATH: named checks, one line each; exit status = failed checks."""
+"""jaxload doctor PATH: named checks, one line each; exit status = failed checks.
+
+Examples:
+    jaxload doctor path/to/lerobot_dataset   # before converting: what would break
+    jaxload doctor out/pusht                 # a converted dataset, every record read once
+
+A PATH that is neither a directory nor a hub dataset is one error line (exit status 1).
+"""
 
 import argparse
 
@@ -7,7 +14,11 @@ HELP = "check a LeRobot source or a jaxload dataset (exit status = failed checks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path")
+    parser.add_argument(
+        "path",
+        help="a jaxload dataset directory, or a LeRobot source: a directory, a hub dataset "
+        "id (lerobot/pusht) or an fsspec URL",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,4 +35,6 @@ def run(args: argparse.Namespace) -> int:
         print(result.line())
     failed = sum(r.status == "FAIL" for r in results)
     print(f"{failed} failed, {sum(r.status == 'ok' for r in results)} passed")
+    if kind == "LeRobot source" and not failed:
+        print(f"ready to convert: jaxload convert {args.path} OUT")
     return failed

@@ -1,15 +1,28 @@
-"""jaxload info PATH: what is in a LeRobot source or a jaxload dataset."""
+"""jaxload info PATH: what is in a LeRobot source or a jaxload dataset.
+
+Examples:
+    jaxload info out/pusht          # episodes, features, cameras, fidelity, stats
+    jaxload info lerobot/pusht      # a LeRobot source: a directory, hub id or URL
+    jaxload info out/pusht --json   # meta/info.json as it is
+"""
+
+from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 NAME = "info"
-HELP = "what is in a dataset"
+HELP = "what is in a dataset (a jaxload dataset, or a LeRobot source before conversion)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path")
+    parser.add_argument(
+        "path",
+        help="a jaxload dataset directory, or a LeRobot source: a directory, a hub dataset "
+        "id (lerobot/pusht) or an fsspec URL",
+    )
     parser.add_argument("--json", action="store_true", help="print the metadata as JSON")
 
 
@@ -28,38 +41,76 @@ def _source_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(source.info, indent=2))
         return 0
-    print(f"{args.path}: LeRobot {source.info['codebase_version']} dataset")
+    print(f"{args.path}: LeRobot {source.info['codebase_version']} dataset (not converted)")
     print(
         f"  fps {source.fps}, {source.num_episodes} episodes, "
         f"{source.info['total_frames']} frames, {len(source.tasks)} tasks"
     )
     for key, feature in source.features.items():
-        print(f"  {key}: {feature['dtype']} {feature['shape']}")
+        print(f"  {key}: {feature['dtype']} {list(feature['shape'])}")
+    print(f"  to load it with jaxload, convert it first: jaxload convert {args.path} OUT")
     return 0
 
 
 def _dataset_info(args: argparse.Namespace) -> int:
     from jaxload import format as fmt
+    from jaxload.format.reader import read_tasks
 
     info = fmt.read_info(args.path)
     if args.json:
         print(json.dumps(info.to_json(), indent=2))
         return 0
     size = sum(f.stat().st_size for f in Path(args.path).rglob("*") if f.is_file())
-    print(f"{args.path}: jaxload dataset, format version {fmt.FORMAT_VERSION}")
+    shards = f"{info.num_shards} shard{'s' if info.num_shards != 1 else ''}"
+    print(f"{args.path}: jaxload dataset, format version {info.format_version}")
     print(
-        f"  fps {info.fps}, {info.total_episodes} episodes, {info.total_frames} frames, "
-        f"{info.num_shards} shard(s), {size / 2**20:.2f} MB"
+        f"  {info.total_episodes} episodes, {info.total_frames} frames at {info.fps} fps, "
+        f"{len(read_tasks(args.path))} tasks; {shards}, {size / 2**20:.2f} MiB"
     )
-    print(f"  source: {info.source}")
+    print(f"  source: {_source(info.source)}")
+    print("  features:")
     for key, feature in info.features.items():
-        print(f"  {key}: {feature.dtype} {list(feature.shape)}")
-    fidelity = info.converter.get("fidelity_psnr_db", {})
-    for key, cam in info.cameras.items():
-        psnr = fidelity.get(key, {})
-        print(
-            f"  {key}: video {cam.codec} {cam.height}x{cam.width} gop {cam.gop} crf {cam.crf} "
-            f"(from {cam.source_codec}; PSNR min {psnr.get('min')} mean {psnr.get('mean')} dB)"
-        )
+        print(f"    {key}: {feature.dtype} {list(feature.shape) or 'scalar'}")
+    if info.cameras:
+        print("  cameras:")
+        fidelity = info.converter.get("fidelity_psnr_db", {})
+        for key, cam in info.cameras.items():
+            print(f"    {key}: {_camera(cam, fidelity.get(key))}")
+    print(*_stats_section(args.path), sep="\n")
     print(f"  fingerprint {info.fingerprint}")
     return 0
+
+
+def _source(source: dict[str, Any]) -> str:
+    """'LeRobot v3.0, hub lerobot/pusht @ 1a2b3c4d5e6f, robot so100' from info.json's source."""
+    parts = [f"LeRobot {source['codebase_version']}" if "codebase_version" in source else ""]
+    if source.get("repo_id"):
+        revision = source.get("revision")
+        parts.append(f"hub {source['repo_id']}" + (f" @ {revision[:12]}" if revision else ""))
+    if source.get("robot_type"):
+        parts.append(f"robot {source['robot_type']}")
+    known = {"format", "codebase_version", "repo_id", "revision", "robot_type"}
+    parts += [f"{k} {v}" for k, v in source.items() if k not in known and v is not None]
+    return ", ".join(p for p in parts if p) or "unknown"
+
+
+def _camera(cam: Any, psnr: dict[str, float] | None) -> str:
+    gop = f"gop {cam.gop}" if cam.gop is not None else "variable gop"
+    crf = f", crf {cam.crf}" if cam.crf is not None else ""
+    text = f"video {cam.codec} {cam.height}x{cam.width}, {gop}{crf} (from {cam.source_codec})"
+    if psnr and psnr.get("min") is not None:
+        text += f"; PSNR vs source min {psnr['min']:.2f} dB, mean {psnr['mean']:.2f} dB"
+    return text
+
+
+def _stats_section(path: str) -> list[str]:
+    """A compact stats block; `jaxload stats PATH` has every dimension."""
+    from jaxload.commands import stats
+    from jaxload.errors import JaxloadError
+
+    try:
+        per_key = stats.load(path)
+    except JaxloadError as e:
+        return [f"  stats: none ({e})"]
+    lines = [f"  stats (every dimension: jaxload stats {path}):"]
+    return lines + [f"    {line}" for line in stats.compact_lines(per_key)]

@@ -298,6 +298,11 @@ def read_info(root: str | os.PathLike) -> DatasetInfo:
         raw = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise DatasetError(f"{path}: unreadable ({e})") from e
+    if isinstance(raw, dict) and raw.get("format") != FORMAT_NAME and "codebase_version" in raw:
+        raise DatasetError(
+            f"{root} is a LeRobot dataset ({raw['codebase_version']}), not a jaxload dataset: "
+            f"convert it first with `jaxload convert {root} OUT`"
+        )
     return DatasetInfo.from_json(raw, str(path))
 
 
