@@ -202,7 +202,7 @@ def kb(n: float) -> str:
 
 
 def pct(part: float, whole: float) -> str:
-    return f"{100 * part / max(whole, 1):.1f}%"
+    return f"{100 * part / whole:.1f}%" if whole else "no video"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,11 +147,12 @@ class SourceSizes:
     video_payload: dict[str, int]  # camera -> their codec bitstream (mdat contents)
     payload_measured: bool  # False: remote files, payload is the files' bytes
     data_files: int  # parquet data files (tabular rows; image cameras' PNG/JPEG)
-    meta_files: int  # the files under meta/ (not in `total`: the report never counted them)
+    meta_files: int  # the files under meta/ (whole; not in `total`)
 
     @property
     def total(self) -> int:
-        """The data and video files read: what `ConvertReport.source_bytes` counts."""
+        """The data and video files of the episodes converted (`ConvertReport.source_bytes`
+        when all are: it counts shared files whole)."""
         return sum(self.video_files.values()) + self.data_files
 
 
@@ -322,32 +323,34 @@ def _mdat_payload(fragment: bytes) -> int:
 def source_sizes(source: LeRobotSource, episodes: Sequence[int]) -> SourceSizes:
     """The bytes of the source files `episodes` read, split like the output's.
 
+    A file shared with episodes not converted (LeRobot v3.0 packs episodes together)
+    counts in proportion to the frames converted, so a subset compares with its share.
     Video payload is the `mdat` contents of each mp4 file (its header boxes alone are
-    read); a file shared with episodes not converted counts in proportion to the frames
-    converted. For a remote source (its files may be gone from the cache) the files'
-    bytes stand in for the payload.
+    read); for a remote source (its files may be gone from the cache) the files' bytes
+    stand in for it.
     """
     files = source.files
     measured = not files.remote
     share = _frame_shares(source, episodes)
+
+    def shared(rels: set[str], size=files.size) -> int:
+        return round(sum(share[rel] * size(rel) for rel in rels))
+
+    def bitstream(rel: str) -> int:
+        return _mp4_payload(files.local(rel))
+
     video_files: dict[str, int] = {}
     payload: dict[str, int] = {}
     for cam in source.video_keys:
         rels = {source.video_span(ep, cam).rel for ep in episodes}
-        video_files[cam] = sum(files.size(rel) for rel in rels)
-        payload[cam] = round(
-            sum(
-                share[rel] * (_mp4_payload(files.local(rel)) if measured else files.size(rel))
-                for rel in rels
-            )
-        )
-    data = {source.data_file(ep) for ep in episodes}
+        video_files[cam] = shared(rels)
+        payload[cam] = shared(rels, bitstream) if measured else video_files[cam]
     meta = sum(n for rel, n in files.listing().items() if rel.startswith("meta/"))
     return SourceSizes(
         video_files=video_files,
         video_payload=payload,
         payload_measured=measured,
-        data_files=sum(files.size(rel) for rel in data),
+        data_files=shared({source.data_file(ep) for ep in episodes}),
         meta_files=meta,
     )
 
@@ -365,13 +368,13 @@ def conversion_sizes(
 
 
 def _frame_shares(source: LeRobotSource, episodes: Sequence[int]) -> dict[str, float]:
-    """Per video file, the fraction of its frames that belong to `episodes`."""
+    """Per data and video file, the fraction of its frames that belong to `episodes`."""
     frames: dict[str, list[int]] = {}
     chosen = set(episodes)
     for ep in source.episode_ids:
         length = source.episode(ep).length
-        for cam in source.video_keys:
-            counts = frames.setdefault(source.video_span(ep, cam).rel, [0, 0])
+        for rel in source.episode_files(ep):
+            counts = frames.setdefault(rel, [0, 0])
             counts[0] += length if ep in chosen else 0
             counts[1] += length
     return {rel: taken / max(total, 1) for rel, (taken, total) in frames.items()}

@@ -108,10 +108,11 @@ def test_source_split_matches_a_demux_of_the_source(source):
 def test_a_subset_counts_its_share_of_shared_video_files(source):
     src = open_source(open_files(source))
     whole = source_sizes(src, src.episode_ids)
-    first = source_sizes(src, src.episode_ids[:1])  # 20 of 60 frames of the one file
+    first = source_sizes(src, src.episode_ids[:1])  # 20 of 60 frames of each (one) file
     for camera in CAMERAS:
-        assert first.video_files[camera] == whole.video_files[camera]
+        assert first.video_files[camera] == round(whole.video_files[camera] * 20 / 60)
         assert first.video_payload[camera] == round(whole.video_payload[camera] * 20 / 60)
+    assert first.data_files == round(whole.data_files * 20 / 60)
 
 
 def test_summary_says_which_way_the_ratio_runs(converted):
