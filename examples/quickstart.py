@@ -1,4 +1,4 @@
-"""Convert the bundled LeRobot example and print a few windowed samples.
+"""Convert the bundled LeRobot example; print a few windowed samples and a loader batch.
 
     python examples/quickstart.py [--out runs/quickstart]
 
@@ -47,6 +47,19 @@ def main() -> None:
                 pad = sample.get(f"{key}_is_pad")
                 padded = f", padded slots {np.flatnonzero(pad).tolist()}" if pad is not None else ""
                 print(f"  {key:28s} {value.dtype!s:8s} {value.shape}{padded}")
+
+    # Batches hold only numeric and bool arrays, so they go into jax.jit as they are;
+    # `keys=` names the keys a batch holds, strings such as "task" included.
+    loader = jaxload.make_loader(args.out, global_batch_size=8, delta_timestamps=DELTA_TIMESTAMPS)
+    with loader:
+        batch = next(loader)
+        print(f"\n{loader}")
+    for key, value in batch.items():
+        print(f"  {key:32s} {value.dtype!s:8s} {value.shape}")
+    with jaxload.make_loader(args.out, global_batch_size=8, keys=["index", "task"]) as loader:
+        batch = next(loader)
+    tasks = sorted(set(batch["task"].tolist()))
+    print(f"\nkeys=['index', 'task']: index {batch['index'].tolist()}, tasks {tasks}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
 Converts the bundled LeRobot example (two AV1 cameras) once, then trains a convolutional
 policy (flax linen + optax) that predicts a chunk of future actions from both cameras
 and the state. The batch is sharded over a 1-D mesh of all devices ("data"); parameters
-are replicated. Every --save-every steps the model, optimizer and loader state go into
+are replicated (see main() for why). The loader yields only the keys the step reads
+(`keys=`), so each batch goes into the jitted step as it is. Every --save-every steps
+the model, optimizer and loader state go into
 one Orbax checkpoint; --restore continues from the latest one, and because the loader
 resumes exactly, a killed-and-restored run ends with the same parameters, bit for bit
 on CPU, as an uninterrupted one. Runs unchanged on GPU.
@@ -25,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
-from jax.sharding import NamedSharding
+from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxload
@@ -122,7 +124,14 @@ def main() -> None:
     convert_once(args.source, dataset_dir)
     fps = jaxload.open(dataset_dir).fps
 
-    mesh = jax.make_mesh((jax.device_count(),), ("data",))
+    # Explicit axes (jax.make_mesh's default in current JAX): a sharding is part of each
+    # array's type. Batches are sharded over "data" on their first axis; parameters and
+    # optimizer state are replicated (P()) so every device holds them whole. Replication
+    # is what data parallelism means, and under Explicit axes it is also required: a
+    # gradient contracts the sharded batch axis, and JAX takes the gradient's sharding from
+    # the parameter's; parameters left on one device raise "ShardingTypeError: Contracting
+    # dimensions are sharded ...".
+    mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=(AxisType.Explicit,))
     data_sharding = NamedSharding(mesh, P("data"))
     replicated = NamedSharding(mesh, P())
     loader = make_loader(
@@ -136,8 +145,10 @@ def main() -> None:
         batch_transform=Normalize.from_datasets(
             dataset_dir, {"observation.state": "mean_std", "action": "mean_std"}
         ),
+        keys=["observation.state", "action", "action_is_pad", *CAMERAS],  # what the step reads
     )
     loader.start()  # imports and first batches overlap the model set-up below
+    print(loader, flush=True)
     spec = loader.element_spec
     model = Policy(action_dim=spec["action"].shape[-1])
     tx = optax.adam(args.lr)
@@ -175,11 +186,9 @@ def main() -> None:
             flush=True,
         )
 
-    keys = {"observation.state", "action", "action_is_pad", *CAMERAS}
     losses, started = [], time.perf_counter()
     while step < args.steps:
-        batch = {k: v for k, v in next(loader).items() if k in keys}
-        params, opt_state, loss = step_fn(params, opt_state, batch)
+        params, opt_state, loss = step_fn(params, opt_state, next(loader))
         step += 1
         losses.append(loss)  # a device array: reading it every step would sync the host
         if step % args.log_every == 0 or step == args.steps:

@@ -38,3 +38,8 @@ class BatchTransformError(JaxloadError, TypeError):
 class WorkerTimeoutError(JaxloadError):
     """A reader (a worker process, or the read threads of the training process) delivered
     no batch within `PipelineOptions.worker_timeout_s`: stopped, or stuck on storage."""
+
+
+class UnguardedScriptError(JaxloadError, RuntimeError):
+    """A script starts loader worker processes from its top level, outside
+    `if __name__ == "__main__":`; each worker would run that top level again."""

@@ -131,13 +131,14 @@ def test_a_mixture_of_an_image_dataset_and_a_video_dataset(libero_converted, tmp
         ),
         tmp_path / "video",
     )
-    loader = jaxload.make_loader(
-        [libero_converted, video],
-        global_batch_size=8,
-        seed=3,
-        num_workers=0,
-    )
-    batch = next(iter(loader))
+    kw = dict(global_batch_size=8, seed=3, num_workers=0)
+    # By default a batch holds no strings (they cannot go into jax.jit); keys= keeps them.
+    default = next(jaxload.make_loader([libero_converted, video], **kw))
+    assert "language_instruction" not in default and "task" not in default
+    keys = ["image", "frame_index", "dataset_index", "language_instruction"]
+    batch = next(jaxload.make_loader([libero_converted, video], keys=keys, **kw))
+    assert list(batch) == keys
+    assert np.array_equal(batch["image"], default["image"])
     images = np.asarray(batch["image"])
     assert images.shape == (8, 48, 64, 3)
     from_libero = np.asarray(batch["dataset_index"]) == 0

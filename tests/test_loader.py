@@ -50,26 +50,25 @@ def assert_batches_equal(a, b):
 def test_batch_has_every_key_with_a_batch_axis():
     loader = _loader(global_batch_size=5)
     batch = next(loader)
-    assert {
-        "index",
-        "episode_index",
-        "frame_index",
-        "task",
-        "dataset_index",
-        "action_is_pad",
-    } <= set(batch)
+    assert {"index", "episode_index", "frame_index", "action_is_pad"} <= set(batch)
+    # Host-only strings and a one-dataset dataset_index are left out by default.
+    assert "task" not in batch and "dataset_index" not in batch
     assert batch["action"].shape == (5, 3, 4) and batch["action_is_pad"].shape == (5, 3)
     assert batch["observation.images.top"].dtype == np.uint8
-    assert batch["task"].dtype.kind == "U" and batch["task"].shape == (5,)
+    assert set(loader.element_spec) == set(batch)
     for key, spec in loader.element_spec.items():
         assert isinstance(spec, jax.ShapeDtypeStruct), key
         assert batch[key].shape == spec.shape and batch[key].dtype == spec.dtype, key
-    # The sample behind each row is exactly what the dataset returns at that position.
+    # The sample behind each row is exactly what the dataset returns at that position;
+    # "task" is there when asked for.
+    with_task = next(_loader(global_batch_size=5, keys=["index", "action", "task"]))
+    assert list(with_task) == ["index", "action", "task"]
+    assert with_task["task"].dtype.kind == "U" and with_task["task"].shape == (5,)
     ds = _fake()
     for row, index in enumerate(batch["index"]):
         sample = ds[int(index)]
         assert np.array_equal(batch["action"][row], sample["action"])
-        assert batch["task"][row] == sample["task"]
+        assert with_task["task"][row] == sample["task"]
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 16])

@@ -13,6 +13,9 @@ Rules when datasets differ (documented in the README):
 * ``dataset_index`` (int64) says which dataset each sample came from; ``task`` and string
   features (dtype ``str`` in a dataset's ``element_spec``) are numpy arrays of str (they
   cannot become ``jax.Array``s), ``""`` where a dataset lacks the key.
+
+`collate` builds every key; which of them a loader's batch holds (by default neither the
+strings nor, for one dataset, ``dataset_index``) is ``jaxload.pipeline.batch_keys``.
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ import numpy as np
 
 from jaxload.errors import WorkerTimeoutError
 from jaxload.metadata import shape_dtype_structs
-from jaxload.pipeline import workers
+from jaxload.pipeline import main_guard, workers
+from jaxload.pipeline.batch_keys import KeySelection, key_selection
 from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.decode_device import cameras_decoded_on_device, resolve_decode_device
 from jaxload.pipeline.hosts import this_host_rows
@@ -63,6 +64,7 @@ class Loader:
         options: PipelineOptions,
         transforms: Sequence[Callable[[Batch], Batch]] = (),
         encoded: Sequence[str] = (),
+        keys: KeySelection | None = None,
     ):
         self.datasets, self.names, self.stream, self.schema = (
             list(datasets),
@@ -75,6 +77,8 @@ class Loader:
         self.num_epochs, self.rows, self.host_count = num_epochs, rows, host_count
         self.sharding, self.options = sharding, options
         self.transforms, self.encoded = tuple(transforms), tuple(encoded)
+        # which keys a batch holds (jaxload.pipeline.batch_keys)
+        self.selection = keys or KeySelection(None, mixture=len(self.datasets) > 1)
         self.fingerprint = stream_fingerprint(
             [d.fingerprint for d in self.datasets],
             [d.episode_index for d in self.datasets],
@@ -90,8 +94,14 @@ class Loader:
         return self
 
     def start(self) -> Loader:
-        """Start worker processes and prefetching now (otherwise the first next() does)."""
+        """Start worker processes and prefetching now (otherwise the first next() does).
+
+        Raises jaxload.errors.UnguardedScriptError, before any worker starts, when called
+        from a script's top level outside `if __name__ == "__main__":` (see
+        jaxload.pipeline.main_guard)."""
         if self._iterator is None:
+            if self.options.num_workers > 0:
+                main_guard.check_before_start(self.options.num_workers)
             workers.reclaim_shared_memory()  # what crashed loaders on this machine left
             self._iterator = self.grain_dataset().__iter__()
             if self.options.num_workers > 0:
@@ -107,6 +117,12 @@ class Loader:
         except WorkerTimeoutError as e:
             self._abandon(getattr(e, "pid", None))
             raise
+        except RuntimeError as e:  # Grain's "worker process was terminated unexpectedly"
+            unguarded = main_guard.explain_worker_crash(e)
+            if unguarded is None:
+                raise
+            self.close()
+            raise unguarded from e
         self._delivered += 1
         return batch
 
@@ -169,13 +185,37 @@ class Loader:
     def element_spec(self) -> dict[str, Any]:
         """A `jax.ShapeDtypeStruct` per array key of a batch (global shape with `sharding`).
 
-        Describes the collated batch, before any `batch_transform`.
+        Describes the collated batch, before any `batch_transform`, restricted to the keys a
+        batch holds (`keys`; string keys have no spec).
         """
         rows = self.global_batch_size if self.sharding is not None else len(self.rows)
-        spec = {
-            k: ((rows, *shape), dtype) for k, (shape, dtype) in self.schema.element_spec.items()
-        }
+        fields = self.schema.element_spec
+        if self.selection.keys is None:
+            names = [k for k in fields if self.selection.default_holds(k)]
+        else:
+            names = [k for k in self.selection.keys if k in fields]
+        spec = {k: ((rows, *fields[k][0]), fields[k][1]) for k in names}
         return shape_dtype_structs(spec)
+
+    def __repr__(self) -> str:
+        sources = repr(self.names)
+        mixture = self.stream.mixture
+        if mixture is not None:
+            quota = ":".join(str(int(q)) for q in mixture.quota)
+            sources += f" ({quota} per block of {mixture.block_size})"
+        rows = self.rows
+        if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+            part = f"rows {rows[0]}..{rows[-1]}"
+        else:
+            part = f"{len(rows)} rows"
+        epochs = "" if self.num_epochs is None else f" of {self.num_epochs}"
+        return (
+            f"Loader(sources={sources}, global_batch_size={self.global_batch_size}, "
+            f"seed={self.seed}, hosts={self.host_count} (this one: {part}), "
+            f"workers={self.options.num_workers}, read_threads={self.options.read_threads}, "
+            f"epoch={self.epoch}{epochs}, step={self.position // self.global_batch_size}, "
+            f"position={self.position})"
+        )
 
     # -- state -------------------------------------------------------------------------------
 
@@ -231,6 +271,7 @@ class Loader:
             global_batch_size=self.global_batch_size,
             transforms=self.transforms,
             encoded=self.encoded,
+            keys=self.selection,
         )
 
     def grain_dataset(self) -> grain.IterDataset:
@@ -267,20 +308,37 @@ def make_loader(
     worker_buffer_size: int | None = None,
     prefetch: int | None = None,
     autotune: bool = False,
+    keys: Sequence[str] | None = None,
 ) -> Loader:
     """Deterministic, resumable iterator of global batches over one or more jaxload datasets.
 
-    Example::
+    Example (a batch goes into a jitted step as it is; parameters are replicated over the
+    mesh, which `jax.make_mesh`'s Explicit axes need: docs/LOADER.md, "Batches and `jax.jit`")::
 
-        mesh = jax.make_mesh((jax.device_count(),), ("data",))
-        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
-        loader = jaxload.make_loader(
-            "out/my_dataset", global_batch_size=64, seed=0, sharding=sharding,
-            delta_timestamps={"action": [i / 30 for i in range(16)]},
-        )
-        for step, batch in zip(range(1000), loader):
-            params, opt_state, loss = train_step(params, opt_state, batch)
-        state = loader.get_state()  # or save it with Orbax: jaxload.LoaderSave
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import NamedSharding, PartitionSpec as P
+        >>> mesh = jax.make_mesh((jax.device_count(),), ("data",))
+        >>> loader = jaxload.make_loader(
+        ...     "out/demo", global_batch_size=4, seed=0, sharding=NamedSharding(mesh, P("data")),
+        ...     delta_timestamps={"action": [k / 10 for k in range(4)]},
+        ... )
+        >>> spec = loader.element_spec
+        >>> w = jnp.zeros((spec["observation.state"].shape[-1], spec["action"].shape[-1]))
+        >>> w = jax.device_put(w, NamedSharding(mesh, P()))  # replicated
+        >>> @jax.jit
+        ... def train_step(w, batch):
+        ...     def loss(w):
+        ...         pred = (batch["observation.state"] @ w)[:, None]  # one action for the chunk
+        ...         valid = ~batch["action_is_pad"][..., None]
+        ...         return (((pred - batch["action"]) ** 2) * valid).mean()
+        ...     value, grad = jax.value_and_grad(loss)(w)
+        ...     return w - 1e-3 * grad, value
+        >>> for step, batch in zip(range(3), loader):
+        ...     w, loss = train_step(w, batch)
+        >>> loader
+        Loader(sources=['out/demo'], global_batch_size=4, seed=0, hosts=1 (this one: rows 0..3), ..., epoch=0, step=3, position=12)
+        >>> state = loader.get_state()  # or save it with Orbax: jaxload.LoaderSave
+        >>> loader.close()
 
     What is read: `paths_or_datasets` is a path, a dataset opened with `jaxload.open`, a
     `jaxload.DatasetSource` (path, weight, episodes, windows, key map), or a list of them
@@ -300,16 +358,22 @@ def make_loader(
     across epoch boundaries; with `num_epochs` the last incomplete batch is dropped.
     Mixtures follow jaxload.sampling.mixture (`mixture_block_size`: default the smallest
     exact block); jaxload.pipeline.batch_schema says how differing keys share one batch.
-    Each batch has "dataset_index".
+
+    Keys: by default a batch holds every key whose values are numeric or bool arrays, what
+    `jax.jit` accepts: "task" and string features are left out, and "dataset_index" is
+    there only in a mixture. `keys` (a list of names) selects exactly the keys a batch
+    holds, strings and "dataset_index" included (jaxload.pipeline.batch_keys).
 
     Hosts: this host reads rows [h*G/H, (h+1)*G/H) of every global batch (`host_index`,
     `host_count` default to JAX's process index and count). With `sharding` (a
     NamedSharding whose first axis shards the batch) each array is a global jax.Array built
     by jax.make_array_from_process_local_data from the rows this process's devices hold;
-    without it the batch is this host's numpy part. "task" stays a numpy array of str.
+    without it the batch is this host's numpy part. String keys asked for with `keys` stay
+    numpy arrays of str (this host's rows).
 
     Transforms: `batch_transform` (batch -> batch) runs in the readers on this host's numpy
-    part; define it at module level so worker processes can unpickle it.
+    part, before `keys` selects: it sees every key, "task" included (a tokenizer can make
+    token arrays of it); define it at module level so worker processes can unpickle it.
 
     Video: `decode_device="auto"` picks "cuda" when torchcodec decodes on a GPU here and
     its NVDEC handles every camera's codec, else "cpu" (logged with the reason).
@@ -319,8 +383,10 @@ def make_loader(
     sees it so), and in this process every device decodes the rows it holds, handed to JAX
     through DLPack. With autotune, the knobs left unset come from `jaxload.tools.autotune`.
 
-    Worker processes re-import the script that started them: build loaders with workers
-    under `if __name__ == "__main__":`. They exit when this process dies.
+    Worker processes run the top level of the script that started them again: start
+    loaders with workers under `if __name__ == "__main__":` (jaxload.errors.
+    UnguardedScriptError says so otherwise, before any worker starts; docs/LOADER.md,
+    "Worker processes and the `__main__` guard"). They exit when this process dies.
 
     Faults (docs/LOADER.md, "Failure behaviour"): a reader that delivers no batch within
     `options.worker_timeout_s` raises jaxload.errors.WorkerTimeoutError naming it and the
@@ -330,7 +396,8 @@ def make_loader(
 
     The returned Loader is an iterator (not thread-safe: one consumer) with `get_state()`,
     `set_state(state, allow_global_batch_size_change=False)`, `start()`, `close()` (also a
-    context manager), `position`, `epoch`, `epoch_size`, `num_batches`, `element_spec`.
+    context manager), `position`, `epoch`, `epoch_size`, `num_batches`, `element_spec`,
+    and a repr saying what it reads and where it is.
     """
     _check_arguments(
         global_batch_size=global_batch_size,
@@ -368,6 +435,12 @@ def make_loader(
     )
     key_maps = [dict(s.key_map or {}) for s in sources]
     schema = BatchSchema([d.element_spec() for d in datasets], key_maps)
+    selection = key_selection(
+        keys,
+        [*schema.fields, *schema.strings],
+        mixture=len(datasets) > 1,
+        transform=batch_transform,
+    )
     rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
     options = (options or PipelineOptions()).merged(
         decode_device=decode_device,
@@ -404,6 +477,7 @@ def make_loader(
         options=options,
         transforms=(batch_transform,) if batch_transform is not None else (),
         encoded=encoded,
+        keys=selection,
     )
 
 

@@ -3,7 +3,8 @@
 Runs in the Grain workers (or the training process's read threads): locates each row's
 dataset and position in the sample stream, reads samples and compressed video, decodes
 the cameras of the batch together (`jaxload.decode.frames.decode_grouped`) unless the
-training process decodes them on its devices, and applies the batch transforms.
+training process decodes them on its devices, applies the batch transforms and keeps the
+keys a batch holds (`jaxload.pipeline.batch_keys`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.decode.on_device import merge_encoded
 from jaxload.errors import BatchTransformError
 from jaxload.pipeline import shared_batch
+from jaxload.pipeline.batch_keys import KeySelection
 from jaxload.pipeline.batch_schema import BatchSchema, rename_key
 from jaxload.sampling.stream import SampleStream
 
@@ -83,11 +85,13 @@ class ReadBatch(grain.transforms.Map):
         global_batch_size: int,
         transforms: Sequence[Callable[[Batch], Batch]] = (),
         encoded: Sequence[str] = (),
+        keys: KeySelection | None = None,
     ):
         self.datasets, self.stream, self.schema = list(datasets), stream, schema
         self.rows, self.start, self.global_batch_size = rows, int(start), int(global_batch_size)
         self.transforms = tuple(transforms)  # batch -> batch, in order (the transform seam)
         self.encoded = tuple(encoded)  # camera keys the training process decodes
+        self.keys = keys  # the keys a batch holds, chosen after the transforms
         self.output_to_shared_memory = False
 
     def positions(self, k: int) -> np.ndarray:
@@ -143,7 +147,7 @@ class ReadBatch(grain.transforms.Map):
             batch[cam] = merge_encoded(videos[cam], n)
         for transform in self.transforms:
             batch = check_transformed(transform(batch), transform, n)
-        return batch
+        return batch if self.keys is None else self.keys.select(batch)
 
     def describe(self, k: int) -> str:
         """What batch k reads, for error messages: its global positions and, per dataset,

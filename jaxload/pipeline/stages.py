@@ -30,6 +30,7 @@ from jaxload.decode.frames import EncodedFrames
 from jaxload.decode.on_device import decode_to_global
 from jaxload.errors import WorkerTimeoutError
 from jaxload.pipeline import hosts, shared_batch, workers
+from jaxload.pipeline.batch_keys import is_host_only
 from jaxload.pipeline.options import PipelineOptions
 from jaxload.pipeline.read_batch import Batch, ReadBatch
 
@@ -118,7 +119,7 @@ class ToGlobalArrays(grain.transforms.Map):
         for key, value in batch.items():
             if key in encoded:
                 continue
-            if value.dtype.kind in "USO":
+            if is_host_only(value):  # strings a caller asked for with `keys`
                 out[key] = value
             else:
                 global_shape = (self.global_batch_size, *value.shape[1:])
