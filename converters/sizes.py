@@ -180,26 +180,36 @@ class ConversionSizes:
     def lines(self) -> list[str]:
         """Two summary lines: the ratio and the re-encoding's share; fixed vs per-frame."""
         out, src = self.output, self.source
-        bitstream = "video bitstream" if src.payload_measured else "video files"
-        m = self.reencoding
-        reencoding = (
-            f"of which re-encoding {m:.2f}x (stored / source {bitstream})"
-            if m is not None
-            else "no source video to compare (image cameras)"
-        )
         metadata = sum(out.metadata.values())
         sketch = out.metadata.get(SKETCH, 0)
-        container = 100 * out.container / max(out.video, 1)
         return [
             f"output: {_size(out.total)}; output is {self.ratio:.2f}x the source "
-            f"({_size(src.total)} of data and video files), {reencoding}",
+            f"({_size(src.total)} of data and video files){self._reencoding()}",
             f"sizes: {_size(out.fixed)} fixed (metadata {_size(metadata)}"
             + (f" incl. the stats sketch's {_size(sketch)}" if sketch else "")
             + f", shard padding {_size(out.shard_tail + out.other)}) + {_size(out.per_frame)} "
-            f"per frame, {out.per_frame / max(src.total, 1):.2f}x the source: video "
-            f"{_size(out.video)}, container +{container:.1f}% of it (mp4 boxes, record "
-            f"framing, index), tabular {_size(out.tabular_stored)}",
+            f"per frame, {out.per_frame / max(src.total, 1):.2f}x the source: " + self._per_frame(),
         ]
+
+    def _reencoding(self) -> str:
+        m = self.reencoding
+        if m is not None:
+            bitstream = "video bitstream" if self.source.payload_measured else "video files"
+            return f", of which re-encoding {m:.2f}x (stored / source {bitstream})"
+        if self.output.video_payload:
+            return "; no source video to compare (image cameras)"
+        return "; no cameras"
+
+    def _per_frame(self) -> str:
+        out = self.output
+        tabular = f"tabular {_size(out.tabular_stored)}"
+        if not out.video:
+            return f"{tabular}, record framing and index {_size(out.container)}"
+        share = 100 * out.container / out.video
+        return (
+            f"video {_size(out.video)}, container +{share:.1f}% of it (mp4 boxes, record "
+            f"framing, index), {tabular}"
+        )
 
 
 # --- the output -----------------------------------------------------------------------------

@@ -133,6 +133,16 @@ def test_summary_says_which_way_the_ratio_runs(converted):
     ), sizes_line
 
 
+def test_summary_of_a_dataset_without_cameras(tmp_path):
+    src = write_lerobot_v3(tmp_path / "src", episode_lengths=(30, 5), cameras={})
+    report = convert(src, tmp_path / "ds", workers=1, progress=False)
+    lines = report.summary().splitlines()
+    assert any(line.endswith("of data and video files); no cameras") for line in lines)
+    sizes_line = next(line for line in lines if line.startswith("sizes:"))
+    assert re.search(r"the source: tabular \d+ K?B, record framing and index \d+ K?B$", sizes_line)
+    assert report.sizes.output.video == 0 and report.sizes.reencoding is None
+
+
 def test_summary_names_the_crf_a_target_chose(source, tmp_path):
     report = convert(source, tmp_path / "ds", workers=1, progress=False, min_psnr=30)
     crfs = fmt.read_info(tmp_path / "ds").converter["camera_crf"]
