@@ -202,6 +202,37 @@ def format_speed_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def format_large_table(large: dict[str, Any]) -> str:
+    """Part 2 as one table: each part's bytes and share, copy beside the defaults."""
+    outputs = {label: large[label]["output"] for label in ("copy", "default")}
+    parts = [
+        (f"video payload {cam}", ("video_payload", cam)) for cam in outputs["copy"]["video_payload"]
+    ]
+    parts += [
+        ("mp4 boxes per GOP (moof, mdat header)", "gop_boxes"),
+        ("mp4 init segments", "init_segments"),
+        ("tabular frame rows", "tabular"),
+        ("record framing and checksums", "record_framing"),
+        ("zstd savings on frame rows", "tabular_zstd"),
+        ("zstd savings on video records", "video_zstd"),
+        ("record index (ArrayRecord footers)", "record_index"),
+        ("shard padding and postscripts", "shard_tail"),
+        *((name, ("metadata", name)) for name in outputs["copy"]["metadata"]),
+    ]
+    lines = ["| part | copy | default |", "|---|---|---|"]
+    for name, key in [("**total**", "total"), *parts]:
+        cells = []
+        for output in outputs.values():
+            n = output[key[0]][key[1]] if isinstance(key, tuple) else output[key]
+            cells.append(f"{kb(n)} ({100 * n / output['total']:.1f}%)")
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    for name, key in (("per frame", "per_frame"), ("fixed", "fixed")):
+        lines.append(f"| {name} | {kb(outputs['copy'][key])} | {kb(outputs['default'][key])} |")
+    shares = [f"{100 * o['not_video_fraction']:.2f}%" for o in outputs.values()]
+    lines.append(f"| per-frame bytes that are not video payload | {' | '.join(shares)} |")
+    return "\n".join(lines)
+
+
 def target_check(large: dict[str, Any]) -> dict[str, Any]:
     copy = large["copy"]["output"]
     share = copy["not_video_fraction"]
@@ -245,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     for label in ("copy", "default"):
         print(f"\n{spec.dirname} ({large['source_dir_bytes'] / 1e6:.1f} MB), {label}:")
         print("\n".join([*large[label]["summary"], *large[label]["table"]]), flush=True)
+    print(format_large_table(large))
     target = target_check(large)
     print(
         f"\ntarget: {target['what']}: {100 * target['not_video_fraction']:.2f}% "
