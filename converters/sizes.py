@@ -48,6 +48,7 @@ import numpy as np
 from jaxload import format as fmt
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.shard_layout import CHUNK_HEADER, shard_layout
+from jaxload.errors import JaxloadError
 from jaxload.format.reader import open_shard, read_episodes
 
 log = logging.getLogger("jaxload.converters.sizes")
@@ -372,7 +373,7 @@ def conversion_sizes(
     read: the conversion itself is done and correct, only its size summary is missing."""
     try:
         return ConversionSizes(dataset_sizes(out), source_sizes(source, episodes))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, JaxloadError) as e:
         log.warning("%s: no size breakdown (%s)", out, e)
         return None
 

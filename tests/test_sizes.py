@@ -163,3 +163,20 @@ def test_copy_adds_little_to_the_bitstream_of_real_sized_frames(tmp_path):
     sizes = report.sizes
     assert sizes.output.not_video_fraction <= 0.05, sizes.output.to_json()
     assert 0.98 <= sizes.reencoding <= 1.02  # the source's packets, parameter sets in-band
+
+
+def test_bench_size_quick(tmp_path):
+    """benchmarks/bench_size.py end to end on its tiny source (no decode-speed table)."""
+    import json
+
+    from benchmarks import bench_size
+
+    out = tmp_path / "size.json"
+    argv = ["--quick", "--no-table", "--cache", str(tmp_path / "cache"), "--out", str(out)]
+    assert bench_size.main(argv) == 0
+    doc = json.loads(out.read_text())
+    copy = doc["large"]["copy"]
+    assert copy["reencoding"] == 1.0  # the source's bitstream, byte for byte
+    assert copy["output"]["total"] == disk_bytes(Path(copy["dataset"]))
+    assert doc["target"]["not_video_fraction"] == copy["output"]["not_video_fraction"]
+    assert not doc["target"]["met"]  # the quick source is far below 50 MB
