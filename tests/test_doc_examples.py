@@ -95,6 +95,7 @@ def workdir(tmp_path_factory):
     )
     for name in ("my_dataset", "ds", "a"):
         convert(src, root / "out" / name, workers=1, progress=False)
+    convert(src, root / "out/exact", workers=1, progress=False, video_codec="lossless")
     other = write_lerobot_v3(
         root / "src_b", fps=30, episode_lengths=(20, 20), cameras={"observation.image": (48, 64)}
     )
@@ -124,9 +125,11 @@ def test_python_blocks_run(doc, workdir, tmp_path):
     script = tmp_path / "doc_blocks.py"
     body = "\n\n".join(parts)
     script.write_text(f'if __name__ == "__main__":\n{textwrap.indent(body, "    ")}\n')
+    here = tmp_path / "work"  # a copy: what one doc writes (a checkpoint) is not another's
+    shutil.copytree(workdir, here)
     run = subprocess.run(
         [sys.executable, str(script)],
-        cwd=workdir,
+        cwd=here,
         env=_environment(),
         capture_output=True,
         text=True,
