@@ -426,7 +426,9 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
             "video_codec": options.codec,
             "gop": options.gop,
             # The crf given or defaulted; a target (min_psnr) picks per-camera crfs instead.
-            "crf": None if options.codec in ("lossless", "copy") or options.min_psnr else options.crf,
+            "crf": None
+            if options.codec in ("lossless", "copy") or options.min_psnr
+            else options.crf,
             "tune": options.tune or None,
             "min_psnr": options.min_psnr,
             "image_min_psnr": options.image_min_psnr,
