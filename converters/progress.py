@@ -12,6 +12,7 @@ of it is re-encoding, fixed costs apart from per-frame ones).
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 from pathlib import Path
@@ -128,7 +129,10 @@ class ConvertReport:
         for cam, (lo, mean) in self.psnr.items():
             crf = self.camera_crf.get(cam)
             chosen = f" (crf {crf}, chosen for the fidelity target)" if crf is not None else ""
-            lines.append(f"fidelity {cam}: PSNR min {lo:.2f} dB, mean {mean:.2f} dB{chosen}")
+            if math.isinf(lo):  # every frame decodes to its source exactly (PSNR inf)
+                lines.append(f"fidelity {cam}: exact (every frame identical to the source)")
+            else:
+                lines.append(f"fidelity {cam}: PSNR min {lo:.2f} dB, mean {mean:.2f} dB{chosen}")
         return "\n".join(lines)
 
     def _size_lines(self) -> list[str]:

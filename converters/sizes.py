@@ -189,7 +189,8 @@ class ConversionSizes:
             f"sizes: {_size(out.fixed)} fixed (metadata {_size(metadata)}"
             + (f" incl. the stats sketch's {_size(sketch)}" if sketch else "")
             + f", shard padding {_size(out.shard_tail + out.other)}) + {_size(out.per_frame)} "
-            f"per frame, {out.per_frame / max(src.total, 1):.2f}x the source: " + self._per_frame(),
+            f"that grow with the frames ({_size(out.per_frame // max(out.frames, 1))} per frame), "
+            f"{out.per_frame / max(src.total, 1):.2f}x the source: " + self._per_frame(),
         ]
 
     def _reencoding(self) -> str:

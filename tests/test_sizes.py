@@ -127,7 +127,7 @@ def test_summary_says_which_way_the_ratio_runs(converted):
     sizes_line = next(line for line in text.splitlines() if line.startswith("sizes:"))
     assert re.match(
         r"sizes: \d+ KB fixed \(metadata \d+ KB incl\. the stats sketch's \d+ KB, shard padding "
-        r"\d+ KB\) \+ \d+ KB per frame, \d+\.\d\dx the source: video \d+ KB, container "
+        r"\d+ KB\) \+ \d+ KB that grow with the frames \(\d+ (KB|B) per frame\), \d+\.\d\dx the source: video \d+ KB, container "
         r"\+\d+\.\d% of it \(mp4 boxes, record framing, index\), tabular \d+ KB$",
         sizes_line,
     ), sizes_line

@@ -292,6 +292,8 @@ def num_blocks(length: int) -> int:
 def read_info(root: str | os.PathLike) -> DatasetInfo:
     """Loads and validates meta/info.json of the dataset at `root`."""
     path = Path(root) / INFO_PATH
+    if not Path(root).is_dir():
+        raise DatasetError(f"{root}: no such directory (a jaxload dataset is a directory)")
     if not path.is_file():
         raise DatasetError(f"{path}: missing; is {root} a jaxload dataset (`jaxload convert`)?")
     try:
