@@ -196,7 +196,9 @@ def test_episode_selection_spec(source, tmp_path):
     assert parse_episodes("0-2, 5,4") == [0, 1, 2, 4, 5]
     convert(source, tmp_path / "ds", episodes="3,5", workers=1, progress=False)
     assert jaxload.open(tmp_path / "ds").episode_index.tolist() == [3, 5]
-    with pytest.raises(JaxloadError, match=r"--episodes 5,9: episode 9 does not exist \(this dataset has 0-5\)"):
+    with pytest.raises(
+        JaxloadError, match=r"--episodes 5,9: episode 9 does not exist \(this dataset has 0-5\)"
+    ):
         convert(source, tmp_path / "bad", episodes="5,9", workers=1, progress=False)
     assert not leftovers(tmp_path, "bad")
 
