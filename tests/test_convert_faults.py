@@ -33,7 +33,16 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
-def test_ctrl_c_says_a_rerun_resumes_and_it_does(source, tmp_path):
+@pytest.fixture(scope="module")
+def long_source(tmp_path_factory):
+    """Long enough (~10 s to convert here) that Ctrl-C lands mid-run on a fast machine too:
+    with `source`, CI once saw the conversion finish before the signal arrived."""
+    root = tmp_path_factory.mktemp("convert_faults_long")
+    return write_lerobot_v3(root / "src", episode_lengths=[160] * 12, cameras={"top": (96, 128)})
+
+
+def test_ctrl_c_says_a_rerun_resumes_and_it_does(long_source, tmp_path):
+    source = long_source
     out = tmp_path / "out"
     run = subprocess.Popen(
         [*CLI, str(source), str(out), "--workers", "2"],
