@@ -22,7 +22,7 @@ _MUXER_OPTIONS = {
 
 
 def fragment_gop(
-    packets: Sequence[bytes], codec: str, width: int, height: int
+    packets: Sequence[bytes], codec: str, width: int, height: int, pix_fmt: str = "yuv420p"
 ) -> tuple[bytes, bytes]:
     """(init segment, fragment) holding one GOP's packets (Annex-B, keyframe first), muxed
     by FFmpeg without re-encoding. The init segment is the same for every GOP of a stream
@@ -30,13 +30,16 @@ def fragment_gop(
     buffer = io.BytesIO()
     with av.open(buffer, "w", format="mp4", options=_MUXER_OPTIONS) as out:
         stream = out.add_stream(codec, rate=_TIME_BASE.denominator)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
         stream.time_base = _TIME_BASE
         if codec == "hevc":
             stream.codec_tag = "hvc1"
-            # PyAV opens an (unused) libx265 encoder for the stream, which would print ~20
-            # `x265 [info]` lines per GOP; keep its errors only.
-            stream.options = {"x265-params": "log-level=error"}
+            # PyAV opens an (unused) libx265 encoder for the stream, and the muxer writes its
+            # parameter sets into the hvcC box, which decoders prefer over the in-band ones:
+            # they must match the real encoder's (converters/video.py), or records decode
+            # to garbage (x265 turns wavefront parallelism on with a thread pool, 4:2:0 is
+            # not 4:4:4). Its log: errors only (~20 `x265 [info]` lines per GOP otherwise).
+            stream.options = {"x265-params": "pools=none:frame-threads=1:log-level=error"}
         for k, data in enumerate(packets):
             packet = av.Packet(data)
             packet.pts = packet.dts = k

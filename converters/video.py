@@ -75,10 +75,6 @@ class EncodeOptions:
         options = self
         if image and self.codec == "copy":
             options = dataclasses.replace(options, codec="lossless", tune="fastdecode")
-        if image and self.codec == "hevc":
-            # x265's 4:4:4 GOP records decode to noise (7 dB) or crash libx265 at small
-            # sizes (seen at 48x48): image cameras stay H.264 4:4:4 under --video-codec hevc.
-            options = dataclasses.replace(options, codec="h264", tune="fastdecode")
         if image and options.codec in ("h264", "hevc"):
             options = dataclasses.replace(
                 options, pix_fmt=IMAGE_PIX_FMT, min_psnr=self.target(image=True)
@@ -123,7 +119,11 @@ class EncodedStream:
 
     def add_gop(self, packets: Sequence[bytes], width: int, height: int) -> None:
         """Appends one GOP (Annex-B packets, keyframe first) as an mp4 fragment."""
-        init, fragment = fragment_gop(packets, mux_codec(self.codec), width, height)
+        codec = mux_codec(self.codec)
+        # hevc's init segment carries the muxer's own parameter sets (converters/fragments.py):
+        # they must describe the stream's chroma. h264's come from the stream itself.
+        pix_fmt = STORED_PIX_FMTS.get(self.codec, "yuv420p") if codec == "hevc" else "yuv420p"
+        init, fragment = fragment_gop(packets, codec, width, height, pix_fmt)
         self.init = self.init or init
         first = self.segment_starts[-1] + gop_num_frames(self.segments[-1]) if self.segments else 0
         self.segment_starts.append(first)

@@ -221,24 +221,27 @@ def test_bad_fidelity_arguments_are_refused(libero_like, tmp_path):
         _convert(libero_like, tmp_path / "y", video_codec="lossless", min_psnr=40.0)
 
 
-def test_image_cameras_under_hevc_are_stored_as_h264_444(libero_like, tmp_path):
-    """x265 4:4:4 GOP records are broken (next test): under --video-codec hevc the image
-    cameras are stored H.264 4:4:4 and still meet their 40 dB default."""
+def test_image_cameras_under_hevc_are_stored_as_hevc_444(libero_like, tmp_path):
+    """--video-codec hevc: image cameras are HEVC 4:4:4 and meet their 40 dB default."""
     info = fmt.read_info(_convert(libero_like, tmp_path / "hevc", video_codec="hevc"))
     for cam in IMAGE_CAMERAS:
-        assert info.cameras[cam].codec == "h264-yuv444p"
+        assert info.cameras[cam].codec == "hevc-yuv444p"
         assert info.converter["fidelity_psnr_db"][cam]["min"] >= info.converter["image_min_psnr"]
+    ds = jaxload.open(tmp_path / "hevc")
+    assert ds[len(ds) - 1]["image"].shape == (*IMAGE_CAMERAS["image"], 3)
 
 
-def test_a_broken_stored_stream_is_refused_not_written():
-    """The dependency bug behind the hevc rerouting: libx265 4:4:4 records decode to noise
-    (about 10 dB). The converter's decode check refuses such a stream by name. When this
-    test starts failing, x265/FFmpeg fixed it and EncodeOptions.for_camera's hevc rule can
-    go."""
+def test_a_broken_stored_stream_is_refused_not_written(monkeypatch):
+    """A stored stream that decodes to something else than its source (an encoder or muxer
+    bug) is refused by the converter's decode check, naming where. Made real here the way
+    it once happened: hevc 4:4:4 records behind an init segment that says 4:2:0 (the muxer
+    took its parameter sets from a default encoder, converters/fragments.py)."""
     import av
 
     from jaxload.converters import video
     from jaxload.converters.episode import _encode
+
+    monkeypatch.setitem(video.STORED_PIX_FMTS, "hevc-yuv444p", "yuv420p")
 
     def frames():
         for i in range(12):
@@ -247,6 +250,8 @@ def test_a_broken_stored_stream_is_refused_not_written():
     options = video.EncodeOptions(codec="hevc", gop=6, crf=14, pix_fmt=video.IMAGE_PIX_FMT)
     with pytest.raises(SourceError, match=r"episode 0.*hevc-yuv444p.*broken, not lossy"):
         _encode(frames, options, 10, "episode 0, camera 'wrist'")
+    monkeypatch.undo()  # the same frames, muxed right, are stored
+    assert _encode(frames, options, 10, "episode 0").psnr.min() > 40
 
 
 def test_a_v21_dataset_with_image_cameras_and_strings(tmp_path):
