@@ -5,7 +5,10 @@
 
 Converts the bundled LeRobot example (two AV1 cameras) once, then trains a convolutional
 policy (flax linen + optax) that predicts a chunk of future actions from both cameras
-and the state. The batch is sharded over a 1-D mesh of all devices ("data"); parameters
+and the state, at a model resolution of 64x64 with augmentation: every camera gets a
+random resized crop and colour jitter keyed by (seed, sample position), so a restored
+run sees the very pixels the uninterrupted one saw (`--transforms-on device` runs them
+jitted on the devices after decode instead of in the readers). The batch is sharded over a 1-D mesh of all devices ("data"); parameters
 are replicated (see main() for why). The loader yields only the keys the step reads
 (`keys=`), so each batch goes into the jitted step as it is. Every --save-every steps
 the model, optimizer and loader state go into
@@ -33,16 +36,23 @@ from jax.sharding import PartitionSpec as P
 import jaxload
 from jaxload import make_loader
 from jaxload.checkpoint import LoaderRestore, LoaderSave
-from jaxload.transforms import Normalize
+from jaxload.transforms import ColorJitter, ImageTransforms, Normalize, RandomResizedCrop
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "data" / "lerobot_av1_demo"
 CAMERAS = ("observation.images.top", "observation.images.wrist")
 CHUNK = 4  # future actions predicted per sample
+IMAGE_SIZE = (64, 64)  # the model's input resolution; both cameras are resized to it
+AUGMENT = ImageTransforms(
+    [
+        RandomResizedCrop(IMAGE_SIZE, scale=(0.8, 1.0), ratio=(1.0, 1.5)),
+        ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2, hue=0.03),
+    ]
+)
 
 
 class Policy(nn.Module):
-    """Per camera: 4x average pooling, two strided convs and a mean pool; then an MLP."""
+    """Per camera: 2x average pooling, two strided convs and a mean pool; then an MLP."""
 
     action_dim: int
 
@@ -50,7 +60,7 @@ class Policy(nn.Module):
     def __call__(self, images: list[jax.Array], state: jax.Array) -> jax.Array:
         feats = [state]
         for image in images:
-            x = nn.avg_pool(image.astype(jnp.float32) / 255.0, (4, 4), strides=(4, 4))
+            x = nn.avg_pool(image.astype(jnp.float32) / 255.0, (2, 2), strides=(2, 2))
             x = nn.relu(nn.Conv(16, (3, 3), strides=(2, 2))(x))
             x = nn.relu(nn.Conv(32, (3, 3), strides=(2, 2))(x))
             feats.append(x.mean(axis=(1, 2)))
@@ -113,6 +123,12 @@ def parse_args() -> argparse.Namespace:
         choices=("cpu", "cuda", "device"),
         help="cpu: decode in the workers; cuda: each GPU decodes its rows (NVDEC)",
     )
+    p.add_argument(
+        "--transforms-on",
+        choices=["auto", "cpu", "device"],
+        default="auto",
+        help="where the image transforms run (auto: on the devices when they decode)",
+    )
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--restore", action="store_true", help="resume from the latest checkpoint")
     return p.parse_args()
@@ -146,6 +162,8 @@ def main() -> None:
             dataset_dir, {"observation.state": "mean_std", "action": "mean_std"}
         ),
         keys=["observation.state", "action", "action_is_pad", *CAMERAS],  # what the step reads
+        image_transforms=AUGMENT,
+        image_transforms_on=args.transforms_on,
     )
     loader.start()  # imports and first batches overlap the model set-up below
     print(loader, flush=True)

@@ -18,7 +18,8 @@ Package layout (one concern per home):
     sampling/   epoch permutations, mixtures, the global sample stream
     pipeline/   make_loader: sources, options, Grain stages, hosts, decode device
     state.py, checkpoint.py   loader state and its Orbax handler
-    stats/      normalization statistics and speed buckets;  transforms.py: Normalize
+    stats/      normalization statistics and speed buckets
+    transforms/ image transforms keyed by (seed, position), on CPU or devices; Normalize
     converters/ jaxload convert (LeRobot v2.1/v3.0 -> jaxload)
     tools/      benchmarks, autotune, eval sharding, doctor (never imported by a trainer)
 
@@ -47,8 +48,9 @@ _LAZY = {
     "LoaderSave": "jaxload.checkpoint",
     "LoaderRestore": "jaxload.checkpoint",
     "Normalize": "jaxload.transforms",
+    "ImageTransforms": "jaxload.transforms",
 }
-_SUBMODULES = ("stats",)
+_SUBMODULES = ("stats", "transforms")
 
 
 def __getattr__(name: str) -> Any:
@@ -71,6 +73,7 @@ __all__ = [
     "DatasetError",
     "DatasetMetadata",
     "DatasetSource",
+    "ImageTransforms",
     "JaxloadDataset",
     "JaxloadError",
     "Loader",
@@ -83,4 +86,5 @@ __all__ = [
     "make_loader",
     "open",
     "stats",
+    "transforms",
 ]

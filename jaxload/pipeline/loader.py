@@ -33,6 +33,7 @@ from jaxload.pipeline.batch_keys import KeySelection, key_selection
 from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.decode_device import cameras_decoded_on_device, resolve_decode_device
 from jaxload.pipeline.hosts import this_host_rows
+from jaxload.pipeline.image_transforms import resolve_image_transforms, transformed_spec
 from jaxload.pipeline.options import PipelineOptions
 from jaxload.pipeline.read_batch import Batch, ReadBatch
 from jaxload.pipeline.sources import DatasetSource, as_sources, open_sources
@@ -40,6 +41,7 @@ from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.stream import SampleStream
 from jaxload.state import LoaderState, check_compatible, stream_fingerprint
+from jaxload.transforms.compose import ImageTransforms
 
 
 class Loader:
@@ -65,6 +67,8 @@ class Loader:
         transforms: Sequence[Callable[[Batch], Batch]] = (),
         encoded: Sequence[str] = (),
         keys: KeySelection | None = None,
+        image_transforms: ImageTransforms | None = None,
+        image_transforms_on: str = "cpu",
     ):
         self.datasets, self.names, self.stream, self.schema = (
             list(datasets),
@@ -79,6 +83,7 @@ class Loader:
         self.transforms, self.encoded = tuple(transforms), tuple(encoded)
         # which keys a batch holds (jaxload.pipeline.batch_keys)
         self.selection = keys or KeySelection(None, mixture=len(self.datasets) > 1)
+        self.image_transforms, self.image_transforms_on = image_transforms, image_transforms_on
         self.fingerprint = stream_fingerprint(
             [d.fingerprint for d in self.datasets],
             [d.episode_index for d in self.datasets],
@@ -185,8 +190,9 @@ class Loader:
     def element_spec(self) -> dict[str, Any]:
         """A `jax.ShapeDtypeStruct` per array key of a batch (global shape with `sharding`).
 
-        Describes the collated batch, before any `batch_transform`, restricted to the keys a
-        batch holds (`keys`; string keys have no spec).
+        Describes the collated batch after `image_transforms` (cameras at their output size
+        and dtype), before any `batch_transform`, restricted to the keys a batch holds
+        (`keys`; string keys have no spec).
         """
         rows = self.global_batch_size if self.sharding is not None else len(self.rows)
         fields = self.schema.element_spec
@@ -195,7 +201,7 @@ class Loader:
         else:
             names = [k for k in self.selection.keys if k in fields]
         spec = {k: ((rows, *fields[k][0]), fields[k][1]) for k in names}
-        return shape_dtype_structs(spec)
+        return shape_dtype_structs(transformed_spec(spec, self.image_transforms))
 
     def __repr__(self) -> str:
         sources = repr(self.names)
@@ -272,6 +278,9 @@ class Loader:
             transforms=self.transforms,
             encoded=self.encoded,
             keys=self.selection,
+            image_transforms=self.image_transforms if self.image_transforms_on == "cpu" else None,
+            seed=self.seed,
+            with_positions=self.image_transforms_on == "device",
         )
 
     def grain_dataset(self) -> grain.IterDataset:
@@ -279,7 +288,10 @@ class Loader:
         to_global = None
         if self.sharding is not None:
             shapes = {k: self.schema.fields[k].shape for k in self.encoded}
-            to_global = ToGlobalArrays(self.sharding, self.global_batch_size, self.rows, shapes)
+            on_devices = self.image_transforms if self.image_transforms_on == "device" else None
+            to_global = ToGlobalArrays(
+                self.sharding, self.global_batch_size, self.rows, shapes, on_devices, self.seed
+            )
         return build_pipeline(self.read_batch(), self.num_batches, self.options, to_global)
 
 
@@ -309,6 +321,8 @@ def make_loader(
     prefetch: int | None = None,
     autotune: bool = False,
     keys: Sequence[str] | None = None,
+    image_transforms: Any = None,
+    image_transforms_on: str = "auto",
 ) -> Loader:
     """Deterministic, resumable iterator of global batches over one or more jaxload datasets.
 
@@ -374,6 +388,16 @@ def make_loader(
     Transforms: `batch_transform` (batch -> batch) runs in the readers on this host's numpy
     part, before `keys` selects: it sees every key, "task" included (a tokenizer can make
     token arrays of it); define it at module level so worker processes can unpickle it.
+
+    Image transforms: `image_transforms` (a jaxload.ImageTransforms, or a list of steps
+    such as jaxload.transforms.RandomResizedCrop and ColorJitter) resize and augment every
+    camera (or its `keys`), each row with random parameters keyed by (seed, its global
+    position): the pixels of a position are the same for any worker or host count and
+    after a restore. `image_transforms_on`: "cpu" in the readers, before
+    `batch_transform`; "device" jitted over the global batch after decode (needs
+    `sharding`; `batch_transform` then sees untransformed frames); "auto" (default)
+    "device" when the devices decode the video, else "cpu". docs/LOADER.md, "Image
+    transforms".
 
     Video: `decode_device="auto"` picks "cuda" when torchcodec decodes on a GPU here and
     its NVDEC handles every camera's codec, else "cpu" (logged with the reason).
@@ -457,6 +481,9 @@ def make_loader(
         options = _autotuned(options, sources, datasets, host_count, sharding)
     options = options.resolve()
     encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
+    image_transforms, image_transforms_on = resolve_image_transforms(
+        image_transforms, image_transforms_on, datasets, key_maps, schema, encoded, sharding
+    )
     if options.num_workers > 0:
         workers.ensure_absl_flags_parsed()
     _check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
@@ -478,6 +505,8 @@ def make_loader(
         transforms=(batch_transform,) if batch_transform is not None else (),
         encoded=encoded,
         keys=selection,
+        image_transforms=image_transforms,
+        image_transforms_on=image_transforms_on,
     )
 
 

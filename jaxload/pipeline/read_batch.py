@@ -3,8 +3,9 @@
 Runs in the Grain workers (or the training process's read threads): locates each row's
 dataset and position in the sample stream, reads samples and compressed video, decodes
 the cameras of the batch together (`jaxload.decode.frames.decode_grouped`) unless the
-training process decodes them on its devices, applies the batch transforms and keeps the
-keys a batch holds (`jaxload.pipeline.batch_keys`).
+training process decodes them on its devices, applies the image transforms (when they run
+on CPU), then the batch transforms, and keeps the keys a batch holds
+(`jaxload.pipeline.batch_keys`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from jaxload.pipeline import shared_batch
 from jaxload.pipeline.batch_keys import KeySelection
 from jaxload.pipeline.batch_schema import BatchSchema, rename_key
 from jaxload.sampling.stream import SampleStream
+from jaxload.transforms.compose import ImageTransforms
+from jaxload.transforms.on_device import POSITIONS_KEY
 
 Batch = dict[str, Any]
 
@@ -86,12 +89,18 @@ class ReadBatch(grain.transforms.Map):
         transforms: Sequence[Callable[[Batch], Batch]] = (),
         encoded: Sequence[str] = (),
         keys: KeySelection | None = None,
+        image_transforms: ImageTransforms | None = None,
+        seed: int = 0,
+        with_positions: bool = False,
     ):
         self.datasets, self.stream, self.schema = list(datasets), stream, schema
         self.rows, self.start, self.global_batch_size = rows, int(start), int(global_batch_size)
         self.transforms = tuple(transforms)  # batch -> batch, in order (the transform seam)
         self.encoded = tuple(encoded)  # camera keys the training process decodes
         self.keys = keys  # the keys a batch holds, chosen after the transforms
+        # image transforms run here (CPU), keyed by (seed, global position)
+        self.image_transforms, self.seed = image_transforms, int(seed)
+        self.with_positions = with_positions  # the devices transform: they need positions
         self.output_to_shared_memory = False
 
     def positions(self, k: int) -> np.ndarray:
@@ -145,9 +154,14 @@ class ReadBatch(grain.transforms.Map):
         batch = self.schema.collate(samples, dataset_ids, exclude=self.encoded, arrays=decoded)
         for cam in self.encoded:
             batch[cam] = merge_encoded(videos[cam], n)
+        if self.image_transforms is not None:
+            batch = self.image_transforms.apply(batch, self.positions(k), self.seed)
         for transform in self.transforms:
             batch = check_transformed(transform(batch), transform, n)
-        return batch if self.keys is None else self.keys.select(batch)
+        batch = batch if self.keys is None else self.keys.select(batch)
+        if self.with_positions:
+            batch[POSITIONS_KEY] = self.positions(k)
+        return batch
 
     def describe(self, k: int) -> str:
         """What batch k reads, for error messages: its global positions and, per dataset,

@@ -10,7 +10,8 @@ pipeline they make (`build_pipeline`)::
     WatchReaders                              a reader silent past worker_timeout_s: an error
       .map(OpenSlots)                         zero-copy views of those arrays
       .map(ToGlobalArrays)                    numpy -> global jax.Array (only with `sharding`);
-                                              decode_device="cuda": each device decodes its rows
+                                              decode_device="cuda": each device decodes its rows;
+                                              image transforms on the devices run here
       ThreadPrefetchIterDataset               background thread: the trainer never waits on Python
 """
 
@@ -33,6 +34,8 @@ from jaxload.pipeline import hosts, shared_batch, workers
 from jaxload.pipeline.batch_keys import is_host_only
 from jaxload.pipeline.options import PipelineOptions
 from jaxload.pipeline.read_batch import Batch, ReadBatch
+from jaxload.transforms.compose import ImageTransforms
+from jaxload.transforms.on_device import POSITIONS_KEY, TransformOnDevices
 
 # Arrays smaller than this go from workers to the trainer pickled, larger ones through
 # shared memory (camera arrays are built there directly, whatever their size).
@@ -87,7 +90,8 @@ class ToGlobalArrays(grain.transforms.Map):
     """Host-local batch -> global jax.Arrays over `sharding` (strings stay numpy).
 
     Cameras left encoded by the workers (decode_device="cuda") are decoded here, each
-    device decoding the rows it holds; `rows` are this host's global rows.
+    device decoding the rows it holds; `rows` are this host's global rows. Image
+    transforms given here run on the devices, after decode (jaxload.transforms.on_device).
     """
 
     def __init__(
@@ -96,10 +100,17 @@ class ToGlobalArrays(grain.transforms.Map):
         global_batch_size: int,
         rows: np.ndarray,
         sample_shapes: Mapping[str, tuple[int, ...]],
+        image_transforms: ImageTransforms | None = None,
+        seed: int = 0,
     ):
         self.sharding, self.global_batch_size = sharding, int(global_batch_size)
         self.rows, self.sample_shapes = rows, dict(sample_shapes)
         self._by_rank: dict[int, Any] = {}
+        self.on_devices = None
+        if image_transforms is not None:
+            self.on_devices = TransformOnDevices(
+                image_transforms, seed, self._sharding, self.global_batch_size
+            )
 
     def _sharding(self, ndim: int) -> Any:
         if ndim not in self._by_rank:
@@ -109,6 +120,8 @@ class ToGlobalArrays(grain.transforms.Map):
     def map(self, batch: Batch) -> Batch:
         import jax
 
+        batch = dict(batch)
+        positions = batch.pop(POSITIONS_KEY, None)
         encoded = {k: v for k, v in batch.items() if isinstance(v, EncodedFrames)}
         out = {}
         if encoded:
@@ -126,6 +139,8 @@ class ToGlobalArrays(grain.transforms.Map):
                 out[key] = jax.make_array_from_process_local_data(
                     self._sharding(value.ndim), value, global_shape
                 )
+        if self.on_devices is not None:
+            out = self.on_devices(out, positions)
         return {k: out[k] for k in batch}
 
 
