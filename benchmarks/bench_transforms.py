@@ -6,7 +6,8 @@ The benchmark's large dataset (2 cameras 480x640, windows of benchmarks/run.py: 
 per sample), global batch 32, jaxload's default workers/threads, every camera
 RandomResizedCrop((224, 224), scale=(0.8, 1)) + ColorJitter(0.3, 0.3, 0.3, 0.05).
 Modes: "none" and "cpu" deliver this host's numpy batches (the transforms' CPU cost is
-1 - cpu/none); "none_sharded" and "device" deliver global jax.Arrays on this machine's
+1 - cpu/none); "none_sharded", "cpu_sharded" and "device" deliver global jax.Arrays (as a
+trainer gets them) on this machine's
 CPU as JAX devices (`--devices`, default 2), so "device" measures the jitted path
 competing with the readers for the same cores, not a GPU. The modes alternate for
 `--rounds` rounds; medians.
@@ -46,6 +47,7 @@ MODES = {
     "none": (None, False),
     "cpu": ("cpu", False),
     "none_sharded": (None, True),
+    "cpu_sharded": ("cpu", True),
     "device": ("device", True),
 }
 
@@ -170,6 +172,8 @@ def main() -> None:
         "samples_per_s_all": rates,
         "cpu_over_none": median["cpu"] / median["none"],
         "cpu_cost": 1 - median["cpu"] / median["none"],
+        "cpu_sharded_over_none_sharded": median["cpu_sharded"] / median["none_sharded"],
+        "cpu_sharded_cost": 1 - median["cpu_sharded"] / median["none_sharded"],
         "device_over_none_sharded": median["device"] / median["none_sharded"],
         **decode_resize(path, args.rounds),
         **transform_ms(path, args.rounds),
