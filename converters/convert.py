@@ -64,6 +64,7 @@ from jaxload.converters.plan import (
 )
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.remote import RetryPolicy
+from jaxload.converters.writer import write_offsets
 from jaxload.converters.sizes import conversion_sizes
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
@@ -166,6 +167,8 @@ def convert(
                 state, job.units, done, source.camera_keys, shard_bytes, job.record_seed
             )
             info = _dataset_info(job, assembled, done)
+            offsets = write_offsets(state.dataset_dir, assembled.shard_records)
+            info = dataclasses.replace(info, offsets_xxh3=offsets)
             _write_meta(state.dataset_dir, source, assembled.rows, info)
             crash_point("meta")
             state.mark_published(info.fingerprint)
