@@ -64,13 +64,12 @@ from jaxload.converters.plan import (
 )
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.remote import RetryPolicy
-from jaxload.converters.writer import write_offsets
 from jaxload.converters.sizes import conversion_sizes
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
 from jaxload.converters.units import UnitContext, UnitResult
-from jaxload.converters.writer import DEFAULT_SHARD_BYTES
+from jaxload.converters.writer import DEFAULT_SHARD_BYTES, write_offsets
 from jaxload.errors import JaxloadError
 from jaxload.format import Camera, DatasetInfo, Feature
 from jaxload.stats import write_stats

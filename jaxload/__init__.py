@@ -19,6 +19,7 @@ Package layout (one concern per home):
     pipeline/   make_loader: sources, options, Grain stages, hosts, decode device
     state.py, checkpoint.py   loader state and its Orbax handler
     stats/      normalization statistics and speed buckets;  transforms.py: Normalize
+    storage/    datasets at URLs (s3://, gs://, hf://): byte-range reads, cache, prefetch
     converters/ jaxload convert (LeRobot v2.1/v3.0 -> jaxload)
     tools/      benchmarks, autotune, eval sharding, doctor (never imported by a trainer)
 
@@ -47,6 +48,7 @@ _LAZY = {
     "LoaderSave": "jaxload.checkpoint",
     "LoaderRestore": "jaxload.checkpoint",
     "Normalize": "jaxload.transforms",
+    "RemoteOptions": "jaxload.storage.remote",
 }
 _SUBMODULES = ("stats",)
 
@@ -78,6 +80,7 @@ __all__ = [
     "LoaderSave",
     "Normalize",
     "PipelineOptions",
+    "RemoteOptions",
     "SourceError",
     "WindowError",
     "make_loader",

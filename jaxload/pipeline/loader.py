@@ -40,6 +40,7 @@ from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.stream import SampleStream
 from jaxload.state import LoaderState, check_compatible, stream_fingerprint
+from jaxload.storage.prefetch import remote_stats, with_lookahead
 
 
 class Loader:
@@ -260,9 +261,17 @@ class Loader:
 
     # -- the Grain pipeline ------------------------------------------------------------------
 
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Per remote dataset, this process's read counters: requests, bytes fetched, cache
+        hit rate, measured latency (`jaxload.storage.remote.RemoteStore.stats`). Worker
+        processes log theirs (logger "jaxload.storage", `RemoteOptions.log_every_s`)."""
+        return remote_stats(self.datasets)
+
     def read_batch(self) -> ReadBatch:
-        """The per-batch read transform, anchored at the current position."""
-        return ReadBatch(
+        """The per-batch read transform, anchored at the current position (remote datasets:
+        fetching ahead of each batch, jaxload.storage.prefetch)."""
+        read = ReadBatch(
             self.datasets,
             self.stream,
             self.schema,
@@ -273,6 +282,7 @@ class Loader:
             encoded=self.encoded,
             keys=self.selection,
         )
+        return with_lookahead(read, step=max(1, self.options.num_workers))
 
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""
@@ -309,6 +319,8 @@ def make_loader(
     prefetch: int | None = None,
     autotune: bool = False,
     keys: Sequence[str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    remote: Any = None,
 ) -> Loader:
     """Deterministic, resumable iterator of global batches over one or more jaxload datasets.
 
@@ -342,7 +354,10 @@ def make_loader(
 
     What is read: `paths_or_datasets` is a path, a dataset opened with `jaxload.open`, a
     `jaxload.DatasetSource` (path, weight, episodes, windows, key map), or a list of them
-    (a mixture). `delta_timestamps`, `weights`, `episodes` and `key_maps` are shorthands
+    (a mixture). A path may be a URL (s3://, gs://, hf://, https://: read by byte range,
+    verified, fetched ahead from the known order; `storage_options` for fsspec, `remote` a
+    `jaxload.RemoteOptions`; docs/LOADER.md, "Remote datasets").
+    `delta_timestamps`, `weights`, `episodes` and `key_maps` are shorthands
     for the sources' fields: one value shared by all datasets (a dict of windows, a flat
     episode selection), or a list with one entry per dataset.
 
@@ -419,8 +434,9 @@ def make_loader(
         delta_timestamps=delta_timestamps,
         weights=weights,
         key_maps=key_maps,
+        storage_options=storage_options,
     )
-    datasets = open_sources(sources)
+    datasets = open_sources(sources, remote=remote)
     for source, dataset in zip(sources, datasets, strict=True):
         if len(dataset.episode_lengths) == 0:
             raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")

@@ -75,6 +75,10 @@ class RecordCache:
             self._push(key)
             return data
 
+    def peek(self, key: Hashable) -> bytes | None:
+        """The cached bytes or None, without counting a hit or a miss."""
+        return self._data.get(key)
+
     def consume(self, key: Hashable, batch: int) -> None:
         """Batch `batch` read `key` (served without the cache, e.g. from a fetch in flight)."""
         with self._lock:

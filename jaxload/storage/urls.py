@@ -44,7 +44,9 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
         import fsspec
         from fsspec.core import url_to_fs
     except ImportError as e:  # pragma: no cover - the remote extra installs it
-        raise DatasetError(f"{url}: reading URLs needs fsspec: pip install 'jaxload[remote]'") from e
+        raise DatasetError(
+            f"{url}: reading URLs needs fsspec: pip install 'jaxload[remote]'"
+        ) from e
     del fsspec
     try:
         fs, root = url_to_fs(url, **dict(storage_options or {}))
