@@ -22,7 +22,7 @@ from jaxload.storage.retry import RetryPolicy
 pytest.importorskip("s3fs", reason="the remote extra (pip install 'jaxload[remote]') is needed")
 pytest.importorskip("moto", reason="moto[server] (the dev extra) runs the S3 test server")
 
-from tests.s3_server import S3Server  # noqa: E402
+from tests.s3_server import S3Server
 
 WINDOWS = {"action": [0.0, 0.1, 0.2], "observation.images.top": [-0.1, 0.0]}
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
