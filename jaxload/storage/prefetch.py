@@ -6,8 +6,8 @@ episode, frame: `SampleStream.locate`), so before batch k is read, this process'
 batches (k + step, k + 2 step, ...; `step` is the number of worker processes, which
 read batches round robin) are planned: their records go into the cache's furthest-next-use
 bookkeeping and the missing ones are fetched, coalesced over the whole planned window.
-Planning happens in rounds of half the lookahead, so one round's requests span many
-batches. Nothing here changes what a batch holds: with or without it a batch reads the
+Planning happens in rounds as large as the cache holds, started when the planned lead
+falls below a few request latencies, so one round's requests span many batches. Nothing here changes what a batch holds: with or without it a batch reads the
 same verified records.
 
     read = with_lookahead(ReadBatch(...), step=max(1, num_workers))   # loader.py does this
@@ -21,6 +21,9 @@ from typing import Any
 
 from jaxload.storage import remote
 
+# The most batches planned ahead, whatever the cache holds.
+MAX_DEPTH = 1024
+
 
 class Lookahead:
     """Per process: which future batches are planned, and the batch interval measured."""
@@ -32,7 +35,7 @@ class Lookahead:
         self._planned_to: int | None = None  # last batch planned
         self._last_start: float | None = None
         self._interval: float | None = None
-        self._batch_bytes = 1.0
+        self._batch_bytes: float | None = None  # stored bytes a batch reads (measured)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"read_batch": None, "step": self.step}  # rebuilt by LookaheadReadBatch
@@ -58,16 +61,27 @@ class Lookahead:
             if self._last_start is not None:
                 self._interval = _ema(self._interval, (now - self._last_start) * self.step)
             self._last_start = now
-            depth = min(s.lookahead(self._interval, self._batch_bytes) for _, s in stores)
-            if self._planned_to is None or self._planned_to < k:
-                self._planned_to = k - self.step  # (re)start planning at k
-            # Plan in rounds of half the lookahead: one round's requests span many batches.
-            if self._planned_to >= k + (depth // 2) * self.step:
-                return
-            horizon = k + depth * self.step
-            batches = list(range(self._planned_to + self.step, horizon + 1, self.step))
-            self._planned_to = horizon
-        self._plan(batches, stores)
+            if self._batch_bytes is None:  # first batch: measure what one batch reads
+                self._planned_to = k
+                batches = [k]
+            else:
+                batches = self._next_round(k, stores)
+        if batches:
+            self._plan(batches, stores)
+
+    def _next_round(self, k: int, stores: list[tuple[int, Any]]) -> list[int]:
+        """The batches of the next planning round (none while the lead is enough)."""
+        marks = [s.lookahead(self._interval, self._batch_bytes) for _, s in stores]
+        low, depth = min(m[0] for m in marks), min(m[1] for m in marks)
+        if self._planned_to is None or self._planned_to < k:
+            self._planned_to = k - self.step  # (re)start planning at k
+        # Plan in rounds: nothing until the lead falls below `low`, then up to `depth`.
+        if self._planned_to >= k + low * self.step:
+            return []
+        horizon = k + min(depth, MAX_DEPTH) * self.step
+        batches = list(range(self._planned_to + self.step, horizon + 1, self.step))
+        self._planned_to = horizon
+        return batches
 
     def _plan(self, batches: list[int], stores: list[tuple[int, Any]]) -> None:
         stream = self.read_batch.stream
@@ -89,7 +103,7 @@ class Lookahead:
                 sizes += _stored_bytes(store, futures)
         if batches:
             with self._lock:
-                self._batch_bytes = max(self._batch_bytes, sizes / len(batches))
+                self._batch_bytes = max(self._batch_bytes or 1.0, sizes / len(batches))
 
 
 def _stored_bytes(store: Any, futures: dict) -> float:

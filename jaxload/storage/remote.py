@@ -52,8 +52,9 @@ class RemoteOptions:
     Attributes:
         cache_bytes: budget of the verified-record cache, per process. Default 512 MiB.
         concurrency: range requests in flight at once, per process.
-        lookahead: batches fetched ahead of the one being read; None: from the measured
-            request latency and batch interval (at most what half the cache holds).
+        lookahead: batches fetched ahead of the one being read; None: as many as 80% of
+            the cache holds, refilled when the lead falls below a few measured request
+            latencies at the measured batch interval.
         coalesce_bytes: ranges of a shard closer than this are fetched as one request;
             None: measured latency × measured bandwidth (64 KiB .. 8 MiB).
         max_request_bytes: the largest merged request.
@@ -382,15 +383,20 @@ class RemoteStore:
             s["bandwidth_mb_s"],
         )
 
-    def lookahead(self, batch_interval_s: float | None, batch_bytes: float) -> int:
-        """Batches to fetch ahead: enough to cover a few request latencies at the measured
-        batch interval, at most what half the cache holds (and at least 2)."""
+    def lookahead(self, batch_interval_s: float | None, batch_bytes: float) -> tuple[int, int]:
+        """(low-water mark, depth) in batches. Fetching starts again when fewer than `low`
+        planned batches are left: enough to cover a few request latencies at the measured
+        batch interval. It then plans up to `depth` batches ahead, as many as the cache
+        holds (80% of it), so one round's requests cover as many batches as possible: the
+        denser the needed records in a range, the fewer bytes a merged request wastes."""
+        fits = max(2, int(0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0)))
         if self.options.lookahead is not None:
-            return int(self.options.lookahead)
+            depth = int(self.options.lookahead)
+            return max(1, depth // 2), depth
         interval = batch_interval_s if batch_interval_s else 0.01
-        wanted = math.ceil(4 * self.latency_s / max(interval, 1e-3)) + 2
-        fits = int(self.cache.budget_bytes / 2 / max(batch_bytes, 1.0))
-        return max(2, min(wanted, fits, 256))
+        low = math.ceil(3 * self.latency_s / max(interval, 1e-3)) + 1
+        low = max(1, min(low, fits // 2))
+        return low, max(fits, low + 1)
 
     def close(self) -> None:
         if self._pool is not None:
