@@ -19,6 +19,8 @@ Riegeli's own hashes: the position-keyed xxh3 checksum of every record
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from jaxload.errors import CorruptRecordError
@@ -155,14 +157,15 @@ def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-_decompressor = None
+_local = threading.local()
 
 
 def _zstd():
-    """One zstd decompressor per process (thread-safe for one-shot `decompress`)."""
-    global _decompressor
-    if _decompressor is None:
+    """This thread's zstd decompressor (python-zstandard's are not thread-safe: one shared
+    by the fetch threads returned wrong bytes, which the record checksums caught)."""
+    decompressor = getattr(_local, "zstd", None)
+    if decompressor is None:
         import zstandard
 
-        _decompressor = zstandard.ZstdDecompressor()
-    return _decompressor
+        decompressor = _local.zstd = zstandard.ZstdDecompressor()
+    return decompressor
