@@ -243,9 +243,8 @@ class DatasetInfo:
             records = raw["records"] if version >= 3 else {}
             if version >= 3 and records.get("checksum") != RECORD_CHECK:
                 raise ValueError(f"records.checksum {records.get('checksum')!r}")
-            if version >= OFFSETS_VERSION and len(records.get("offsets_xxh3", ())) != int(
-                raw["num_shards"]
-            ):
+            indexes = records.get("offsets_xxh3")
+            if indexes is not None and len(indexes) != int(raw["num_shards"]):
                 raise ValueError("records.offsets_xxh3 must have one entry per shard")
             return cls(
                 fps=int(raw["fps"]),

@@ -97,7 +97,8 @@ class RemoteStore:
         storage_options: Mapping[str, Any] | None = None,
         describe: Callable[[int, int], str] | None = None,
     ):
-        if info.format_version < layout.OFFSETS_VERSION or not info.checked:
+        indexed = len(info.offsets_xxh3) == info.num_shards
+        if info.format_version < layout.OFFSETS_VERSION or not info.checked or not indexed:
             raise DatasetError(
                 f"{url}: format_version {info.format_version} has no record offset index, "
                 f"which reading from object storage needs (format {layout.OFFSETS_VERSION}); "
