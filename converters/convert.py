@@ -69,7 +69,7 @@ from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
 from jaxload.converters.units import UnitContext, UnitResult
-from jaxload.converters.writer import DEFAULT_SHARD_BYTES
+from jaxload.converters.writer import DEFAULT_SHARD_BYTES, write_offsets
 from jaxload.errors import JaxloadError
 from jaxload.format import Camera, DatasetInfo, Feature
 from jaxload.stats import write_stats
@@ -166,6 +166,8 @@ def convert(
                 state, job.units, done, source.camera_keys, shard_bytes, job.record_seed
             )
             info = _dataset_info(job, assembled, done)
+            offsets = write_offsets(state.dataset_dir, assembled.shard_records)
+            info = dataclasses.replace(info, offsets_xxh3=offsets)
             _write_meta(state.dataset_dir, source, assembled.rows, info)
             crash_point("meta")
             state.mark_published(info.fingerprint)

@@ -10,7 +10,7 @@
 | `tabular` | the frame records' rows | frames |
 | `record_framing` | per record its Riegeli chunk header, 8-byte checksum and, where zstd cannot shrink it (video), zstd's framing; block headers; file signatures | records |
 | `tabular_zstd`, `video_zstd` | what ArrayRecord's zstd saves on the records that do shrink (frame rows; init segments, small GOPs): zero or negative | records |
-| `record_index` | ArrayRecord footers: each record's offset | records |
+| `record_index` | ArrayRecord footers and the `.offsets` files beside the shards (format 4): each record's offset | records |
 | `shard_tail` | per shard the postscript and the zeros that align footer and postscript to 64 KiB blocks | shards |
 | `metadata` | the files under `meta/`, by name (`stats_sketch.npz` is the quantile sketch) | dataset |
 | `other` | anything else | |
@@ -128,7 +128,7 @@ class DatasetSizes:
             ("record framing and checksums", self.record_framing),
             ("zstd savings on frame rows", self.tabular_zstd),
             ("zstd savings on video records", self.video_zstd),
-            ("record index (ArrayRecord footers)", self.record_index),
+            ("record index (ArrayRecord footers, .offsets)", self.record_index),
             ("shard padding and postscripts", self.shard_tail),
             *((name, n) for name, n in sorted(self.metadata.items())),
         ]
@@ -230,11 +230,16 @@ def dataset_sizes(path: str | os.PathLike) -> DatasetSizes:
     cameras = sorted(info.cameras)
     parts = _Tally(cameras)
     shard_files = set()
+    offsets_bytes = 0
     for shard in range(info.num_shards):
         rel = fmt.shard_path(shard)
         shard_files.add(rel)
         owners = _record_owners(episodes, shard, cameras)
         _tally_shard(root / rel, owners, cameras, parts)
+        index = root / fmt.offsets_path(shard)
+        if index.is_file():  # format 4: the record offset index for byte-range reads
+            shard_files.add(fmt.offsets_path(shard))
+            offsets_bytes += index.stat().st_size
     metadata, other = {}, 0
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = file.relative_to(root).as_posix()
@@ -252,7 +257,7 @@ def dataset_sizes(path: str | os.PathLike) -> DatasetSizes:
         record_framing=parts.framing,
         tabular_zstd=parts.tabular_zstd,
         video_zstd=parts.video_zstd,
-        record_index=parts.index,
+        record_index=parts.index + offsets_bytes,
         shard_tail=parts.tail,
         metadata=metadata,
         other=other,

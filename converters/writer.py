@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from array_record.python.array_record_module import ArrayRecordWriter
 
 from jaxload import format as fmt
+from jaxload.format.chunks import record_offsets
 
 DEFAULT_SHARD_BYTES = 256 * 2**20
 
@@ -99,6 +102,25 @@ class ShardWriter:
             path = self._path(self._shard) + ".tmp"
             if os.path.exists(path):
                 os.unlink(path)
+
+
+def write_offsets(root: str | os.PathLike, shard_records: Sequence[int]) -> tuple[str, ...]:
+    """Writes each shard's record offset index (`fmt.offsets_path`, format 4: the byte range
+    of every record, for remote reads) beside it; returns their xxh3_64 digests (hex), which
+    info.json records. Derived from the shard bytes only, so conversions stay reproducible."""
+    from xxhash import xxh3_64_hexdigest
+
+    digests = []
+    for shard, count in enumerate(shard_records):
+        path = Path(root) / fmt.shard_path(shard)
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            offsets = record_offsets(data, int(count), str(path)).tobytes()
+        target = Path(root) / fmt.offsets_path(shard)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_bytes(offsets)
+        os.replace(tmp, target)
+        digests.append(xxh3_64_hexdigest(offsets))
+    return tuple(digests)
 
 
 def _fsync(path: str) -> None:

@@ -20,6 +20,7 @@ Package layout (one concern per home):
     state.py, checkpoint.py   loader state and its Orbax handler
     stats/      normalization statistics and speed buckets
     transforms/ image transforms keyed by (seed, position), on CPU or devices; Normalize
+    storage/    datasets at URLs (s3://, gs://, hf://): byte-range reads, cache, prefetch
     converters/ jaxload convert (LeRobot v2.1/v3.0 -> jaxload)
     tools/      benchmarks, autotune, eval sharding, doctor (never imported by a trainer)
 
@@ -49,6 +50,7 @@ _LAZY = {
     "LoaderRestore": "jaxload.checkpoint",
     "Normalize": "jaxload.transforms",
     "ImageTransforms": "jaxload.transforms",
+    "RemoteOptions": "jaxload.storage.remote",
 }
 _SUBMODULES = ("stats", "transforms")
 
@@ -81,6 +83,7 @@ __all__ = [
     "LoaderSave",
     "Normalize",
     "PipelineOptions",
+    "RemoteOptions",
     "SourceError",
     "WindowError",
     "make_loader",

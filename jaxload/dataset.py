@@ -21,7 +21,7 @@ import numpy as np
 from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.errors import DatasetError, WindowError
 from jaxload.format import layout
-from jaxload.format.reader import DatasetFiles, ShardReaders, read_tasks
+from jaxload.format.reader import ShardReaders
 from jaxload.metadata import DatasetMetadata, EpisodeTable, shape_dtype_structs
 from jaxload.windows import resolve_delta_timestamps, window_frames
 
@@ -65,9 +65,15 @@ class JaxloadDataset:
         delta_timestamps: Mapping[str, Sequence[float]] | None = None,
         episodes: Iterable[int] | None = None,
         speed: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+        remote: Any = None,
     ):
+        from jaxload.storage.files import open_files
+
         self.path = str(path)
-        files = DatasetFiles(path)
+        files = open_files(path, storage_options=storage_options, remote=remote)
+        # Where the metadata files are: the dataset, or a local copy of a remote one's meta/.
+        self.meta_root = files.root
         self.info = files.info
         self.fps = self.info.fps
         self.camera_keys = sorted(self.info.cameras)
@@ -80,7 +86,7 @@ class JaxloadDataset:
             raise WindowError(f"{self.path} ({self.fps} fps): {e}") from None
         self._frame_dtype = self.info.frame_dtype
         self._string_keys = [k for k, f in self.info.features.items() if f.is_string]
-        self._tasks = read_tasks(path)
+        self._tasks = files.tasks()
         table = files.episodes
         self._episodes = (
             table if episodes is None else table.take(self._select(table.index, episodes))
@@ -133,7 +139,9 @@ class JaxloadDataset:
     @functools.cached_property
     def meta(self) -> DatasetMetadata:
         """The whole dataset's metadata (`LeRobotDatasetMetadata`'s names), built on first use."""
-        return DatasetMetadata(self.path, self.info, EpisodeTable(*self._all_episodes), self._tasks)
+        return DatasetMetadata(
+            self.meta_root, self.info, EpisodeTable(*self._all_episodes), self._tasks
+        )
 
     @property
     def num_frames(self) -> int:
@@ -230,16 +238,24 @@ class JaxloadDataset:
                 sample[cam] = images[b, 0] if squeeze else images[b]
         return samples
 
-    def read_encoded(
-        self, positions: Sequence[int]
-    ) -> tuple[list[Sample], dict[str, EncodedFrames]]:
-        """Samples without their camera keys, plus each camera's frames still compressed.
+    @property
+    def remote_store(self) -> Any:
+        """The `jaxload.storage.remote.RemoteStore` of a dataset opened from a URL, else None."""
+        return getattr(self._readers, "store", None)
 
-        `EncodedFrames.decode(device)` yields (B, T, H, W, 3) frames; a one-frame camera
-        window (and a camera without window) is squeezed to (H, W, 3) per sample, as
-        LeRobot does. This split lets the training process decode on its GPU.
-        """
-        positions = self._check_positions(positions)
+    def record_keys(self, positions: Sequence[int]) -> np.ndarray:
+        """The (shard, record) pairs, shape (n, 2), that reading `positions` reads (what
+        `jaxload.storage.prefetch` fetches ahead)."""
+        requests = self._requests(self._check_positions(positions))[0]
+        pairs = [
+            np.stack(np.broadcast_arrays(shard, record), -1).reshape(-1, 2)
+            for shard, record in requests.values()
+        ]
+        return np.unique(np.concatenate(pairs), axis=0) if pairs else np.zeros((0, 2), np.int64)
+
+    def _requests(self, positions: np.ndarray) -> tuple[dict, np.ndarray, dict, dict, dict]:
+        """(record requests, episode rows, frames needed per key, pads, camera-local
+        frames) of checked positions."""
         ep = np.searchsorted(self.episode_starts, positions, side="right") - 1
         frame = positions - self.episode_starts[ep]
         length = self.episode_lengths[ep]
@@ -263,6 +279,19 @@ class JaxloadDataset:
             else:
                 block = frames // layout.FRAMES_PER_BLOCK
                 requests[key] = (shard, self._episodes.frames_record_start[ep][:, None] + block)
+        return requests, ep, needed, pads, local_frames
+
+    def read_encoded(
+        self, positions: Sequence[int]
+    ) -> tuple[list[Sample], dict[str, EncodedFrames]]:
+        """Samples without their camera keys, plus each camera's frames still compressed.
+
+        `EncodedFrames.decode(device)` yields (B, T, H, W, 3) frames; a one-frame camera
+        window (and a camera without window) is squeezed to (H, W, 3) per sample, as
+        LeRobot does. This split lets the training process decode on its GPU.
+        """
+        positions = self._check_positions(positions)
+        requests, ep, needed, pads, local_frames = self._requests(positions)
         records, slots = self._readers.read_requests(requests)
 
         videos = {}
@@ -343,6 +372,8 @@ def open(
     delta_timestamps: Mapping[str, Sequence[float]] | None = None,
     episodes: Iterable[int] | None = None,
     speed: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    remote: Any = None,
 ) -> JaxloadDataset:
     """Opens a converted jaxload dataset as a map-style dataset over frames.
 
@@ -351,10 +382,25 @@ def open(
         >>> len(ds), ds[0]["action"].shape
         (20, (16, 4))
 
+    `path` may be a URL (`s3://`, `gs://`, `hf://`, `https://`; docs/LOADER.md, "Remote
+    datasets"): records are then fetched by byte range and verified like local reads.
+    `storage_options` go to the fsspec filesystem (endpoint, credentials); `remote` (a
+    `jaxload.RemoteOptions`) sets the cache budget, concurrency and lookahead::
+
+        ds = jaxload.open("s3://bucket/demo", storage_options={"anon": True},
+                          remote=jaxload.RemoteOptions(cache_bytes=1 << 30))
+
     `speed=True` adds the key "speed": the episode's per-task speed bucket (0, 10, ..., 100,
     see jaxload.stats.speed), computed once per dataset and stored in its metadata.
     """
-    return JaxloadDataset(path, delta_timestamps=delta_timestamps, episodes=episodes, speed=speed)
+    return JaxloadDataset(
+        path,
+        delta_timestamps=delta_timestamps,
+        episodes=episodes,
+        speed=speed,
+        storage_options=storage_options,
+        remote=remote,
+    )
 
 
 def _positions(index: Any, length: int, where: str) -> np.ndarray | range | None:

@@ -42,6 +42,7 @@ INTEGRATION_MODULES = {
     "test_loader_lerobot",
     "test_multihost",
     "test_parity",
+    "test_remote",
     "test_speed",
     "test_stats",
     "test_torchcodec_import",

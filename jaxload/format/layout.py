@@ -33,13 +33,18 @@ from xxhash import xxh3_64_intdigest
 from jaxload.errors import DatasetError
 
 FORMAT_NAME = "jaxload"
+# 4: each shard has a record offset index beside it (`offsets_path`): the byte range of
+# every record's chunk, so remote readers fetch single records (jaxload.storage.remote).
 # 3: every record ends with an 8-byte xxh3_64 checksum keyed by its position, verified on
 # every read. 2: GOP records are mp4 fragments after a per-camera init record (1: packed
 # Annex-B packets, remuxed on every read).
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # Versions this reader reads: 2 without per-record checks (`jaxload doctor` verifies such a
-# dataset's fingerprint; reconverting adds the checks).
-READABLE_VERSIONS = (2, 3)
+# dataset's fingerprint; reconverting adds the checks); 2 and 3 only from local storage
+# (remote reads need the offset index of version 4).
+READABLE_VERSIONS = (2, 3, 4)
+# The first version with record offset indexes (remote reads).
+OFFSETS_VERSION = 4
 
 # Record checksum: xxh3_64 of the payload with a seed mixing the dataset's record seed and
 # the record's (shard, number), appended little-endian. A flipped bit, a truncated record
@@ -71,6 +76,13 @@ FRAMES_PER_BLOCK = 32
 def shard_path(index: int) -> str:
     """Path of shard `index`, relative to the dataset root."""
     return f"{DATA_DIR}/shard-{index:05d}.array_record"
+
+
+def offsets_path(index: int) -> str:
+    """Path of shard `index`'s record offset index (format 4), relative to the dataset root:
+    little-endian uint64, each record's first byte in the shard, then the end of the last
+    record (`jaxload.format.chunks`)."""
+    return f"{DATA_DIR}/shard-{index:05d}.offsets"
 
 
 def record_key(seed: int, shard: int, record: int) -> int:
@@ -178,6 +190,8 @@ class DatasetInfo:
     # Per-record checks (version 3): the seed, and each shard's record count.
     record_seed: int | None = None
     shard_records: tuple[int, ...] = ()
+    # Format 4: the xxh3_64 (hex) of each shard's offset index file.
+    offsets_xxh3: tuple[str, ...] = ()
 
     @property
     def frame_dtype(self) -> np.dtype:
@@ -206,13 +220,14 @@ class DatasetInfo:
     def _records_json(self) -> dict[str, Any]:
         if not self.checked:
             return {}
-        return {
-            "records": {
-                "checksum": RECORD_CHECK,
-                "seed": self.record_seed,
-                "per_shard": list(self.shard_records),
-            }
+        records = {
+            "checksum": RECORD_CHECK,
+            "seed": self.record_seed,
+            "per_shard": list(self.shard_records),
         }
+        if self.offsets_xxh3:
+            records["offsets_xxh3"] = list(self.offsets_xxh3)
+        return {"records": records}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], where: str) -> DatasetInfo:
@@ -228,6 +243,9 @@ class DatasetInfo:
             records = raw["records"] if version >= 3 else {}
             if version >= 3 and records.get("checksum") != RECORD_CHECK:
                 raise ValueError(f"records.checksum {records.get('checksum')!r}")
+            indexes = records.get("offsets_xxh3")
+            if indexes is not None and len(indexes) != int(raw["num_shards"]):
+                raise ValueError("records.offsets_xxh3 must have one entry per shard")
             return cls(
                 fps=int(raw["fps"]),
                 total_frames=int(raw["total_frames"]),
@@ -244,6 +262,7 @@ class DatasetInfo:
                 format_version=int(version),
                 record_seed=int(records["seed"]) if version >= 3 else None,
                 shard_records=tuple(int(n) for n in records.get("per_shard", ())),
+                offsets_xxh3=tuple(str(h) for h in records.get("offsets_xxh3", ())),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise DatasetError(f"{where}: malformed metadata ({type(e).__name__}: {e})") from e
@@ -355,6 +374,7 @@ __all__ = [
     "FORMAT_VERSION",
     "FRAMES_PER_BLOCK",
     "INFO_PATH",
+    "OFFSETS_VERSION",
     "READABLE_VERSIONS",
     "READER_OPTIONS",
     "RECORD_CHECK",
@@ -372,6 +392,7 @@ __all__ = [
     "frame_dtype",
     "hash_record",
     "num_blocks",
+    "offsets_path",
     "read_info",
     "record_key",
     "seal_record",

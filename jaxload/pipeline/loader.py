@@ -13,8 +13,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import math
-import numbers
 import os
 import signal
 import sys
@@ -29,6 +27,7 @@ import numpy as np
 from jaxload.errors import WorkerTimeoutError
 from jaxload.metadata import shape_dtype_structs
 from jaxload.pipeline import main_guard, workers
+from jaxload.pipeline.arguments import check_arguments, check_yields_a_batch, source_weights
 from jaxload.pipeline.batch_keys import KeySelection, key_selection
 from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.decode_device import cameras_decoded_on_device, resolve_decode_device
@@ -41,6 +40,7 @@ from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.stream import SampleStream
 from jaxload.state import LoaderState, check_compatible, stream_fingerprint
+from jaxload.storage.prefetch import remote_stats, with_lookahead
 from jaxload.transforms.compose import ImageTransforms
 
 
@@ -266,9 +266,17 @@ class Loader:
 
     # -- the Grain pipeline ------------------------------------------------------------------
 
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Per remote dataset, this process's read counters: requests, bytes fetched, cache
+        hit rate, measured latency (`jaxload.storage.remote.RemoteStore.stats`). Worker
+        processes log theirs (logger "jaxload.storage", `RemoteOptions.log_every_s`)."""
+        return remote_stats(self.datasets)
+
     def read_batch(self) -> ReadBatch:
-        """The per-batch read transform, anchored at the current position."""
-        return ReadBatch(
+        """The per-batch read transform, anchored at the current position (remote datasets:
+        fetching ahead of each batch, jaxload.storage.prefetch)."""
+        read = ReadBatch(
             self.datasets,
             self.stream,
             self.schema,
@@ -282,6 +290,7 @@ class Loader:
             seed=self.seed,
             with_positions=self.image_transforms_on == "device",
         )
+        return with_lookahead(read, step=max(1, self.options.num_workers))
 
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""
@@ -323,6 +332,8 @@ def make_loader(
     keys: Sequence[str] | None = None,
     image_transforms: Any = None,
     image_transforms_on: str = "auto",
+    storage_options: Mapping[str, Any] | None = None,
+    remote: Any = None,
 ) -> Loader:
     """Deterministic, resumable iterator of global batches over one or more jaxload datasets.
 
@@ -356,7 +367,10 @@ def make_loader(
 
     What is read: `paths_or_datasets` is a path, a dataset opened with `jaxload.open`, a
     `jaxload.DatasetSource` (path, weight, episodes, windows, key map), or a list of them
-    (a mixture). `delta_timestamps`, `weights`, `episodes` and `key_maps` are shorthands
+    (a mixture). A path may be a URL (s3://, gs://, hf://, https://: read by byte range,
+    verified, fetched ahead from the known order; `storage_options` for fsspec, `remote` a
+    `jaxload.RemoteOptions`; docs/LOADER.md, "Remote datasets").
+    `delta_timestamps`, `weights`, `episodes` and `key_maps` are shorthands
     for the sources' fields: one value shared by all datasets (a dict of windows, a flat
     episode selection), or a list with one entry per dataset.
 
@@ -423,7 +437,7 @@ def make_loader(
     context manager), `position`, `epoch`, `epoch_size`, `num_batches`, `element_spec`,
     and a repr saying what it reads and where it is.
     """
-    _check_arguments(
+    check_arguments(
         global_batch_size=global_batch_size,
         seed=seed,
         num_epochs=num_epochs,
@@ -443,14 +457,15 @@ def make_loader(
         delta_timestamps=delta_timestamps,
         weights=weights,
         key_maps=key_maps,
+        storage_options=storage_options,
     )
-    datasets = open_sources(sources)
+    datasets = open_sources(sources, remote=remote)
     for source, dataset in zip(sources, datasets, strict=True):
         if len(dataset.episode_lengths) == 0:
             raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
     stream = SampleStream(
         [d.episode_lengths for d in datasets],
-        weights=_weights(sources),
+        weights=source_weights(sources),
         seed=seed,
         shuffle=shuffle,
         drop_n_first_frames=drop_n_first_frames,
@@ -486,7 +501,7 @@ def make_loader(
     )
     if options.num_workers > 0:
         workers.ensure_absl_flags_parsed()
-    _check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
+    check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
     return Loader(
         datasets,
         [s.name for s in sources],
@@ -508,60 +523,6 @@ def make_loader(
         image_transforms=image_transforms,
         image_transforms_on=image_transforms_on,
     )
-
-
-# Seeds key SplitMix64 hashes: unsigned 64-bit integers.
-_SEED_LIMIT = 2**64
-
-
-def _check_arguments(**arguments: Any) -> None:
-    """make_loader's numeric arguments: integers in range, or a ValueError naming the rule.
-
-    Without this, 2.5 rows per batch failed as "not divisible by the host count 1", and
-    seed=1.5, -1 or 2**64 silently gave the stream of another seed."""
-    limits = {
-        "global_batch_size": (1, None),
-        "seed": (0, _SEED_LIMIT - 1),
-        "num_epochs": (1, None),
-        "drop_n_first_frames": (0, None),
-        "drop_n_last_frames": (0, None),
-        "mixture_block_size": (1, None),
-        "host_index": (0, None),
-        "host_count": (1, None),
-    }
-    optional = {"num_epochs", "mixture_block_size", "host_index", "host_count"}
-    for name, value in arguments.items():
-        if value is None and name in optional:
-            continue
-        low, high = limits[name]
-        integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        if not integral or value < low or (high is not None and value > high):
-            rule = f"an integer >= {low}" + (" and < 2**64" if high is not None else "")
-            raise ValueError(f"{name} must be {rule}, got {value!r}")
-
-
-def _check_yields_a_batch(epoch_size: int, num_epochs: int | None, global_batch_size: int) -> None:
-    """A finite stream shorter than one global batch would end before its first batch."""
-    if num_epochs is not None and num_epochs * epoch_size < global_batch_size:
-        raise ValueError(
-            f"global_batch_size {global_batch_size} is larger than the {num_epochs * epoch_size} "
-            f"samples of num_epochs={num_epochs} (an epoch is {epoch_size} samples): the loader "
-            "would yield no batch (the last incomplete batch is dropped); lower "
-            "global_batch_size or raise num_epochs"
-        )
-
-
-def _weights(sources: Sequence[DatasetSource]) -> list[float] | None:
-    given = [s.weight for s in sources]
-    if all(w is None for w in given):
-        return None
-    if any(w is None for w in given):
-        raise ValueError("weights: give every dataset of a mixture a weight, or none")
-    for source, w in zip(sources, given, strict=True):
-        real = isinstance(w, numbers.Real) and not isinstance(w, bool)
-        if not real or not math.isfinite(w) or w < 0:
-            raise ValueError(f"{source.name}: weight must be a finite number >= 0, got {w!r}")
-    return [float(w) for w in given]
 
 
 def _autotuned(

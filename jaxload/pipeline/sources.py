@@ -35,6 +35,8 @@ class DatasetSource:
         episodes: episode indices to serve (default: all).
         delta_timestamps: LeRobot-style windows for this dataset (keys it has).
         key_map: renames this dataset's keys in the batch (`{key}_is_pad` follows).
+        storage_options: fsspec options (endpoint, credentials) when `path` is a URL
+            (s3://, gs://, hf://, https://).
     """
 
     path: Any
@@ -42,6 +44,7 @@ class DatasetSource:
     episodes: Iterable[int] | None = None
     delta_timestamps: Mapping[str, Sequence[float]] | None = None
     key_map: Mapping[str, str] | None = None
+    storage_options: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if is_dataset(self.path) and (self.episodes is not None or self.delta_timestamps):
@@ -77,6 +80,7 @@ def as_sources(
     delta_timestamps: Any = None,
     weights: Sequence[float] | None = None,
     key_maps: Sequence[Mapping[str, str]] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> list[DatasetSource]:
     """make_loader's first argument and shorthands as one DatasetSource per dataset."""
     items = (
@@ -93,6 +97,10 @@ def as_sources(
         "episodes": _episodes_per_dataset(episodes, n),
         "weight": _one_each(weights, n, "weights"),
         "key_map": _one_each(key_maps, n, "key_maps"),
+        "storage_options": [
+            None if storage_options is None or is_dataset(s.path) else storage_options
+            for s in sources
+        ],
         "delta_timestamps": (
             [delta_timestamps] * n
             if delta_timestamps is None or isinstance(delta_timestamps, Mapping)
@@ -124,14 +132,21 @@ def as_sources(
     return out
 
 
-def open_sources(sources: Sequence[DatasetSource]) -> list[Any]:
-    """The dataset of each source (opened where it is a path)."""
+def open_sources(sources: Sequence[DatasetSource], remote: Any = None) -> list[Any]:
+    """The dataset of each source (opened where it is a path or URL; `remote`: the
+    `jaxload.RemoteOptions` of URLs)."""
     from jaxload.dataset import open as open_dataset
 
     return [
         s.path
         if is_dataset(s.path)
-        else open_dataset(s.path, delta_timestamps=s.delta_timestamps, episodes=s.episodes)
+        else open_dataset(
+            s.path,
+            delta_timestamps=s.delta_timestamps,
+            episodes=s.episodes,
+            storage_options=s.storage_options,
+            remote=remote,
+        )
         for s in sources
     ]
 
@@ -140,8 +155,6 @@ def _share_windows(
     sources: list[DatasetSource], delta_timestamps: Mapping[str, Sequence[float]]
 ) -> list[DatasetSource]:
     """One delta_timestamps dict for a mixture: each dataset gets the keys it has."""
-    from jaxload.format.layout import read_info
-
     keys = []
     for s in sources:
         if is_dataset(s.path):
@@ -149,7 +162,7 @@ def _share_windows(
                 "delta_timestamps apply when jaxload opens a path; pass them to jaxload.open "
                 "for datasets you open yourself"
             )
-        info = read_info(s.path)
+        info = read_info_at(s.path, s.storage_options)
         keys.append({*info.features, *info.cameras})
     unknown = [k for k in delta_timestamps if not any(k in ks for ks in keys)]
     if unknown:
@@ -163,6 +176,21 @@ def _share_windows(
         )
         for s, ks in zip(sources, keys, strict=True)
     ]
+
+
+def read_info_at(path: Any, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """meta/info.json of a local dataset or of one at a URL."""
+    from jaxload.format.layout import DatasetInfo, read_info
+    from jaxload.storage.urls import is_url
+
+    if not is_url(path):
+        return read_info(path)
+    import json
+
+    from jaxload.storage.remote import read_meta_file
+
+    raw = read_meta_file(path, "meta/info.json", storage_options)
+    return DatasetInfo.from_json(json.loads(raw), f"{path}/meta/info.json")
 
 
 def _one_each(value: Any, n: int, name: str) -> list:

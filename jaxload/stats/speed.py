@@ -259,7 +259,8 @@ def speed_labels(
 
 
 def _root(dataset: Any) -> Path:
-    return Path(getattr(dataset, "path", dataset))
+    # A dataset opened from a URL keeps its metadata in a local copy (`meta_root`).
+    return Path(getattr(dataset, "meta_root", None) or getattr(dataset, "path", dataset))
 
 
 def _jax_process_index() -> int:

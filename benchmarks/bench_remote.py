@@ -1,0 +1,174 @@
+"""Local vs remote, side by side in one run: the same converted dataset read from disk and
+from a real S3-compatible server on loopback (moto's server mode, a subprocess, behind a
+layer that adds `--latency-ms` per request; tests/s3_server.py), with a record cache of
+`--cache-fraction` of the dataset's bytes.
+
+Reports samples/s of each, remote/local, bytes and requests per sample, the live cache hit
+rate, and the hit rates the furthest-next-use (optimal) and LRU policies reach at the same
+budget on the loader's real future access sequence (`jaxload.storage.cache.simulate`).
+
+    python benchmarks/bench_remote.py                      # 50 ms, cache 10%
+    python benchmarks/bench_remote.py --latency-ms 20 --batches 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import jaxload  # noqa: E402
+from benchmarks import bench_data  # noqa: E402
+from jaxload import format as fmt  # noqa: E402
+from jaxload.storage.cache import simulate  # noqa: E402
+from jaxload.storage.remote import RemoteOptions  # noqa: E402
+from tests.s3_server import S3Server  # noqa: E402
+
+WINDOWS = {"action": [k / 30 for k in range(16)]}
+
+
+def shard_bytes(root: Path) -> int:
+    info = fmt.read_info(root)
+    return sum((root / fmt.shard_path(s)).stat().st_size for s in range(info.num_shards))
+
+
+def run(path, batches: int, batch_size: int, warmup: int, **kwargs) -> tuple[float, object]:
+    """Samples/s over `batches` batches after `warmup` (the loader is returned open)."""
+    loader = jaxload.make_loader(
+        path,
+        global_batch_size=batch_size,
+        seed=0,
+        delta_timestamps=WINDOWS,
+        num_workers=0,
+        read_threads=2,
+        **kwargs,
+    )
+    for _ in range(warmup):
+        next(loader)
+    began = time.perf_counter()
+    for _ in range(batches):
+        next(loader)
+    return batches * batch_size / (time.perf_counter() - began), loader
+
+
+def access_sequence(root: Path, batches: int, batch_size: int) -> tuple[list, dict]:
+    """The (shard, record) reads of the loader's first batches, in order, and their sizes."""
+    loader = jaxload.make_loader(
+        root, global_batch_size=batch_size, seed=0, delta_timestamps=WINDOWS, num_workers=0
+    )
+    ds = loader.datasets[0]
+    accesses = []
+    for k in range(batches):
+        _, positions = loader.stream.locate(np.arange(k * batch_size, (k + 1) * batch_size))
+        accesses += [tuple(p) for p in ds.record_keys(positions.tolist()).tolist()]
+    info = fmt.read_info(root)
+    sizes = {}
+    for shard in range(info.num_shards):
+        offsets = np.fromfile(root / fmt.offsets_path(shard), dtype="<u8").astype(np.int64)
+        for record in range(len(offsets) - 1):
+            sizes[(shard, record)] = int(offsets[record + 1] - offsets[record])
+    return accesses, sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cache", type=Path, default=bench_data.DEFAULT_CACHE)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--cache-fraction", type=float, default=0.10)
+    parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_remote.json"
+    )
+    args = parser.parse_args(argv)
+
+    spec = bench_data.DatasetSpec("remote", height=96, width=128, episodes=args.episodes)
+    _, root = bench_data.prepare(spec, args.cache)
+    total = shard_bytes(root)
+    budget = int(args.cache_fraction * total)
+    print(
+        f"dataset {root.name}: {total / 1e6:.1f} MB of shards; cache budget {budget / 1e6:.2f} MB"
+    )
+
+    server = S3Server.start(latency_s=args.latency_ms / 1000)
+    try:
+        server.upload(str(root), "s3://bench/ds")
+        local_rates, remote_rates, remote_stats = [], [], []
+        for _ in range(args.repeats):  # alternate, so both see the same machine
+            rate, loader = run(root, args.batches, args.batch_size, warmup=3)
+            loader.close()
+            local_rates.append(rate)
+            server.reset_counters()
+            rate, loader = run(
+                "s3://bench/ds",
+                args.batches,
+                args.batch_size,
+                warmup=3,
+                storage_options=server.storage_options(),
+                remote=RemoteOptions(cache_bytes=budget, log_every_s=0),
+            )
+            stats = loader.stats["s3://bench/ds"] | {"server": server.counters()}
+            loader.close()
+            remote_rates.append(rate)
+            remote_stats.append(stats)
+    finally:
+        server.stop()
+
+    samples = (args.batches + 3) * args.batch_size
+    last = remote_stats[-1]
+    accesses, sizes = access_sequence(root, args.batches + 3, args.batch_size)
+    needed = sum(sizes[a] for a in accesses)
+    policies = {p: simulate(accesses, sizes, budget, p) for p in ("optimal", "lru")}
+    result = {
+        "dataset": root.name,
+        "shard_bytes": total,
+        "latency_ms": args.latency_ms,
+        "cache_budget_bytes": budget,
+        "local_samples_per_s": statistics.median(local_rates),
+        "remote_samples_per_s": statistics.median(remote_rates),
+        "local_runs": local_rates,
+        "remote_runs": remote_rates,
+        "bytes_fetched_per_sample": last["server"]["bytes"] / samples,
+        "bytes_needed_per_sample": needed / samples,
+        "requests_per_sample": last["server"]["requests"] / samples,
+        "live_cache_hit_rate": last["cache_hit_rate"],
+        "coalesce_bytes": last["coalesce_bytes"],
+        "measured_latency_ms": last["latency_ms"],
+        "simulated": policies,
+        "remote_stats": remote_stats,
+    }
+    result["remote_over_local"] = result["remote_samples_per_s"] / result["local_samples_per_s"]
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"samples/s: local {result['local_samples_per_s']:.0f}, remote "
+        f"{result['remote_samples_per_s']:.0f} at {args.latency_ms:.0f} ms "
+        f"(remote/local {result['remote_over_local']:.2f}); runs local {local_rates}, "
+        f"remote {remote_rates}"
+    )
+    print(
+        f"per sample: {result['bytes_fetched_per_sample'] / 1e3:.1f} KB fetched for "
+        f"{result['bytes_needed_per_sample'] / 1e3:.1f} KB of records read, "
+        f"{result['requests_per_sample']:.3f} requests; live cache hit rate "
+        f"{result['live_cache_hit_rate']:.1%}"
+    )
+    print(
+        f"same budget, same order, simulated: optimal (furthest next use) hit rate "
+        f"{policies['optimal']['hit_rate']:.1%} ({policies['optimal']['fetched_bytes'] / samples / 1e3:.1f} KB/sample), "
+        f"LRU {policies['lru']['hit_rate']:.1%} ({policies['lru']['fetched_bytes'] / samples / 1e3:.1f} KB/sample)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

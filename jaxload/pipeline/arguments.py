@@ -1,0 +1,64 @@
+"""make_loader's argument checks: integers in range, a stream long enough for one batch,
+mixture weights. Each raises a ValueError naming the argument and the rule."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+from jaxload.pipeline.sources import DatasetSource
+
+# Seeds key SplitMix64 hashes: unsigned 64-bit integers.
+_SEED_LIMIT = 2**64
+
+
+def check_arguments(**arguments: Any) -> None:
+    """make_loader's numeric arguments: integers in range, or a ValueError naming the rule.
+
+    Without this, 2.5 rows per batch failed as "not divisible by the host count 1", and
+    seed=1.5, -1 or 2**64 silently gave the stream of another seed."""
+    limits = {
+        "global_batch_size": (1, None),
+        "seed": (0, _SEED_LIMIT - 1),
+        "num_epochs": (1, None),
+        "drop_n_first_frames": (0, None),
+        "drop_n_last_frames": (0, None),
+        "mixture_block_size": (1, None),
+        "host_index": (0, None),
+        "host_count": (1, None),
+    }
+    optional = {"num_epochs", "mixture_block_size", "host_index", "host_count"}
+    for name, value in arguments.items():
+        if value is None and name in optional:
+            continue
+        low, high = limits[name]
+        integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        if not integral or value < low or (high is not None and value > high):
+            rule = f"an integer >= {low}" + (" and < 2**64" if high is not None else "")
+            raise ValueError(f"{name} must be {rule}, got {value!r}")
+
+
+def check_yields_a_batch(epoch_size: int, num_epochs: int | None, global_batch_size: int) -> None:
+    """A finite stream shorter than one global batch would end before its first batch."""
+    if num_epochs is not None and num_epochs * epoch_size < global_batch_size:
+        raise ValueError(
+            f"global_batch_size {global_batch_size} is larger than the {num_epochs * epoch_size} "
+            f"samples of num_epochs={num_epochs} (an epoch is {epoch_size} samples): the loader "
+            "would yield no batch (the last incomplete batch is dropped); lower "
+            "global_batch_size or raise num_epochs"
+        )
+
+
+def source_weights(sources: Sequence[DatasetSource]) -> list[float] | None:
+    given = [s.weight for s in sources]
+    if all(w is None for w in given):
+        return None
+    if any(w is None for w in given):
+        raise ValueError("weights: give every dataset of a mixture a weight, or none")
+    for source, w in zip(sources, given, strict=True):
+        real = isinstance(w, numbers.Real) and not isinstance(w, bool)
+        if not real or not math.isfinite(w) or w < 0:
+            raise ValueError(f"{source.name}: weight must be a finite number >= 0, got {w!r}")
+    return [float(w) for w in given]

@@ -1,0 +1,191 @@
+"""A byte-budget cache of verified records that evicts by furthest next use.
+
+The loader knows every future global position, so it knows when each record will be
+read next: the record whose next use lies furthest ahead (or that no planned batch
+needs) goes first. That is Belady's optimal policy, not an estimate of it; records no
+planned batch needs are evicted least recently used first.
+
+    cache = RecordCache(budget_bytes=64 << 20)
+    cache.plan(("shard", 0, 17), batch=12)       # batch 12 will read record 17 of shard 0
+    cache.put(("shard", 0, 17), payload)
+    cache.get(("shard", 0, 17), batch=12)        # payload (a hit); next use: none planned
+
+`simulate` replays an access sequence under this policy or LRU at the same budget
+(benchmarks/bench_remote.py compares them on a loader's real future order).
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import itertools
+import threading
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+NEVER = 1 << 62  # next use of a record no planned batch reads
+
+
+class RecordCache:
+    """Thread-safe map key -> bytes under `budget_bytes`, evicting by furthest next use."""
+
+    def __init__(self, budget_bytes: int):
+        self.budget_bytes = int(budget_bytes)
+        self._data: dict[Hashable, bytes] = {}
+        self._uses: dict[Hashable, collections.deque[int]] = {}
+        self._heap: list[tuple[int, int, Hashable]] = []  # (-next use, seq, key)
+        self._entry: dict[Hashable, int] = {}  # key -> seq of its live heap entry
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._data
+
+    def plan(self, key: Hashable, batch: int) -> None:
+        """Batch `batch` will read `key` (batches are planned in increasing order)."""
+        with self._lock:
+            uses = self._uses.setdefault(key, collections.deque())
+            if not uses or uses[-1] != batch:
+                uses.append(batch)
+            if key in self._data and uses[0] == batch:
+                self._push(key)
+
+    def next_use(self, key: Hashable) -> int:
+        uses = self._uses.get(key)
+        return uses[0] if uses else NEVER
+
+    def get(self, key: Hashable, batch: int | None = None) -> bytes | None:
+        """The cached bytes or None; counts a hit or a miss. `batch`: the batch reading it
+        (its planned uses up to that batch are consumed)."""
+        with self._lock:
+            if batch is not None:
+                self._consume(key, batch)
+            data = self._data.get(key)
+            if data is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self._push(key)
+            return data
+
+    def peek(self, key: Hashable) -> bytes | None:
+        """The cached bytes or None, without counting a hit or a miss."""
+        return self._data.get(key)
+
+    def consume(self, key: Hashable, batch: int) -> None:
+        """Batch `batch` read `key` (served without the cache, e.g. from a fetch in flight)."""
+        with self._lock:
+            self._consume(key, batch)
+            if key in self._data:
+                self._push(key)
+
+    def put(self, key: Hashable, data: bytes) -> None:
+        """Stores `data`, then evicts the furthest-next-use entries (maybe this one) until
+        the cache fits its budget."""
+        with self._lock:
+            if key in self._data:
+                return
+            self._data[key] = data
+            self.bytes += len(data)
+            self._push(key)
+            while self.bytes > self.budget_bytes and self._heap:
+                _, seq, victim = heapq.heappop(self._heap)
+                if self._entry.get(victim) != seq:
+                    continue  # stale: the key was re-prioritised or evicted since
+                del self._entry[victim]
+                self.bytes -= len(self._data.pop(victim))
+                self.evictions += 1
+
+    def _consume(self, key: Hashable, batch: int) -> None:
+        uses = self._uses.get(key)
+        while uses and uses[0] <= batch:
+            uses.popleft()
+        if uses is not None and not uses:
+            del self._uses[key]
+
+    def _push(self, key: Hashable) -> None:
+        # Among records with the same next use (NEVER included), the least recently
+        # touched is evicted first: seq grows with every touch.
+        seq = next(self._seq)
+        self._entry[key] = seq
+        heapq.heappush(self._heap, (-self.next_use(key), seq, key))
+        if len(self._heap) > 4 * len(self._entry) + 1024:  # drop stale entries now and then
+            self._heap = [e for e in self._heap if self._entry.get(e[2]) == e[1]]
+            heapq.heapify(self._heap)
+
+    def stats(self) -> dict[str, Any]:
+        total = self.hits + self.misses
+        return {
+            "cache_bytes": self.bytes,
+            "cache_budget_bytes": self.budget_bytes,
+            "cache_records": len(self._data),
+            "cache_hits": self.hits,
+            "cache_misses": self.misses,
+            "cache_hit_rate": self.hits / total if total else 0.0,
+            "cache_evictions": self.evictions,
+        }
+
+
+def simulate(
+    accesses: Sequence[Hashable], sizes: Mapping[Hashable, int], budget_bytes: int, policy: str
+) -> dict[str, float]:
+    """Replays `accesses` through a cache of `budget_bytes` under `policy` ("optimal":
+    furthest next use, knowing the whole sequence; "lru"). Returns hit rates by count and
+    by bytes, and the bytes fetched (misses)."""
+    hits = hit_bytes = miss_bytes = 0
+    if policy == "optimal":
+        following = [len(accesses)] * len(accesses)
+        last: dict[Hashable, int] = {}
+        for i in range(len(accesses) - 1, -1, -1):
+            following[i] = last.get(accesses[i], NEVER)
+            last[accesses[i]] = i
+        cached: dict[Hashable, int] = {}  # key -> its live heap entry's next use
+        heap: list[tuple[int, Hashable]] = []
+        used = 0
+        for i, key in enumerate(accesses):
+            size = sizes[key]
+            if key in cached:
+                hits += 1
+                hit_bytes += size
+            else:
+                miss_bytes += size
+                used += size
+            cached[key] = following[i]
+            heapq.heappush(heap, (-following[i], key))
+            while used > budget_bytes:
+                negative, victim = heapq.heappop(heap)
+                if cached.get(victim) != -negative:
+                    continue
+                del cached[victim]
+                used -= sizes[victim]
+    elif policy == "lru":
+        order: collections.OrderedDict[Hashable, None] = collections.OrderedDict()
+        used = 0
+        for key in accesses:
+            size = sizes[key]
+            if key in order:
+                hits += 1
+                hit_bytes += size
+                order.move_to_end(key)
+                continue
+            miss_bytes += size
+            order[key] = None
+            used += size
+            while used > budget_bytes:
+                victim, _ = order.popitem(last=False)
+                used -= sizes[victim]
+    else:
+        raise ValueError(f"policy must be 'optimal' or 'lru', got {policy!r}")
+    total_bytes = hit_bytes + miss_bytes
+    return {
+        "hit_rate": hits / len(accesses) if accesses else 0.0,
+        "byte_hit_rate": hit_bytes / total_bytes if total_bytes else 0.0,
+        "fetched_bytes": miss_bytes,
+    }

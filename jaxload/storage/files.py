@@ -1,0 +1,111 @@
+"""A remote dataset as the format reader's objects: `DatasetFiles` whose metadata comes
+from a local copy of the dataset's `meta/` (a few small files, fetched at open) and whose
+shard reads go to a `RemoteStore` (byte ranges, verified, cached).
+
+    files = open_files("s3://bucket/ds", storage_options={"anon": True})
+    files.info.fps, len(files.episodes)
+    files.readers.read(0, [17, 18])      # verified payloads, as ShardReaders.read
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jaxload.format import layout
+from jaxload.format.layout import read_info
+from jaxload.format.reader import DatasetFiles, ShardReaders, read_episodes
+from jaxload.storage.remote import RemoteOptions, RemoteStore, read_meta_file
+from jaxload.storage.retry import MISSING, RemoteError, RetryPolicy, call_with_retries
+from jaxload.storage.urls import filesystem, is_url, join
+
+# meta/ files a reader needs (stats and speed buckets are optional).
+REQUIRED_META = (layout.INFO_PATH, layout.EPISODES_PATH, layout.TASKS_PATH)
+
+
+class RemoteShardReaders(ShardReaders):
+    """`ShardReaders` over a `RemoteStore`: same interface, reads by byte range."""
+
+    def __init__(self, url: str, info: layout.DatasetInfo, store: RemoteStore, describe=None):
+        self.root, self.info, self.store, self.describe = url, info, store, describe
+        self._local = threading.local()
+
+    def path(self, shard: int) -> str:
+        return join(self.root, layout.shard_path(shard))
+
+    def get(self, shard: int) -> Any:
+        raise NotImplementedError("remote shards are read by byte range, not opened")
+
+    def read(self, shard: int, records: Sequence[int]) -> list[bytes]:
+        return self.store.read(int(shard), [int(r) for r in records])
+
+    def close(self) -> None:
+        """Nothing to close per thread (the store's fetch threads outlive reads)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "info": self.info,
+            "store": self.store,
+            "describe": self.describe,
+        }
+
+
+def open_files(
+    path: str | os.PathLike,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    remote: RemoteOptions | None = None,
+) -> DatasetFiles:
+    """`DatasetFiles` of a local dataset, or of one at a URL (s3://, gs://, hf://, https://).
+
+    For a URL, `files.root` is a local copy of its meta/ (what metadata readers open) and
+    `files.url` the URL."""
+    if not is_url(path):
+        return DatasetFiles(path)
+    url = str(path).rstrip("/")
+    meta_root = mirror_meta(url, storage_options)
+    files = DatasetFiles.__new__(DatasetFiles)
+    files.root = meta_root
+    files.url = url
+    files.info = read_info(meta_root)
+    episodes = read_episodes(meta_root, files.info)
+    files.episodes = dataclasses.replace(episodes, root=url)
+    store = RemoteStore(url, files.info, remote, storage_options, files.episodes.locate)
+    files.readers = RemoteShardReaders(url, files.info, store, files.episodes.locate)
+    return files
+
+
+def mirror_meta(url: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """A local temporary directory holding the dataset's meta/ files (removed at exit)."""
+    fs, root = filesystem(url, storage_options)
+    policy = RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
+    info = read_meta_file(url, layout.INFO_PATH, storage_options)  # fails fast when absent
+    try:
+        listed = call_with_retries(
+            lambda: fs.ls(join(root, "meta"), detail=False), what=join(url, "meta"), policy=policy
+        )
+    except RemoteError as e:
+        if e.kind != MISSING:
+            raise
+        listed = []
+    names = {os.path.basename(str(p)) for p in listed} | {
+        os.path.basename(p) for p in REQUIRED_META
+    }
+    local = tempfile.mkdtemp(prefix="jaxload-meta-")
+    atexit.register(shutil.rmtree, local, True)
+    os.makedirs(os.path.join(local, "meta"))
+    for name in sorted(names):
+        relative = f"meta/{name}"
+        data = (
+            info if relative == layout.INFO_PATH else read_meta_file(url, relative, storage_options)
+        )
+        with open(os.path.join(local, relative), "wb") as f:
+            f.write(data)
+    return local

@@ -1,0 +1,409 @@
+"""Reading a dataset in object storage (s3://, gs://, hf://, https://) by byte range.
+
+No shard is downloaded whole. Each shard of a format-4 dataset has a record offset index
+beside it (`layout.offsets_path`), so a record is one byte range of its shard
+(`jaxload.format.chunks`); the records a read (or a planned batch) needs are grouped per
+shard, ranges closer than `coalesce_bytes` merged into one request, and the requests
+issued concurrently. Every record is decoded and verified against its position-keyed
+xxh3 checksum, exactly as local reads are, then kept in a byte-budget `RecordCache`
+that evicts by furthest next use (`jaxload.storage.prefetch` plans the uses from the
+loader's known future order). Transient transport errors are retried under the
+converter's `RetryPolicy`; a missing object, a denied access or any other error fails at
+once with the object's URL in the message.
+
+    store = RemoteStore("s3://bucket/ds", info, RemoteOptions(cache_bytes=1 << 30))
+    payloads = store.read(shard=0, records=[17, 18])
+    store.stats()   # requests, bytes fetched, cache hit rate, latency, ...
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
+from jaxload.format import chunks, layout
+from jaxload.format.layout import DatasetInfo
+from jaxload.storage.cache import RecordCache
+from jaxload.storage.retry import RetryPolicy, call_with_retries
+from jaxload.storage.urls import filesystem, join
+
+log = logging.getLogger("jaxload.storage")
+
+# The batch a thread is reading (set by jaxload.storage.prefetch around each batch): reads
+# consume that batch's planned uses in the cache.
+CURRENT = threading.local()
+
+Key = tuple[int, int]  # (shard, record)
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteOptions:
+    """How a remote dataset is read (none of it changes what is read).
+
+    Attributes:
+        cache_bytes: budget of the verified-record cache, per process. Default 512 MiB.
+        concurrency: range requests in flight at once, per process.
+        lookahead: batches fetched ahead of the one being read; None: as many as 80% of
+            the cache holds, refilled when the lead falls below a few measured request
+            latencies at the measured batch interval.
+        coalesce_bytes: ranges of a shard closer than this are fetched as one request;
+            None: measured latency × measured bandwidth (64 KiB .. 8 MiB).
+        max_request_bytes: the largest merged request.
+        retry: the retry policy for transient transport errors (the converter's).
+        log_every_s: seconds between progress log lines (0: none).
+    """
+
+    cache_bytes: int = 512 << 20
+    concurrency: int = 16
+    lookahead: int | None = None
+    coalesce_bytes: int | None = None
+    max_request_bytes: int = 16 << 20
+    retry: RetryPolicy = dataclasses.field(
+        default_factory=lambda: RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
+    )
+    log_every_s: float = 60.0
+
+
+def read_meta_file(url: str, relative: str, storage_options: Mapping[str, Any] | None) -> bytes:
+    """One metadata file of the dataset at `url`, with retries; fails fast naming it."""
+    fs, root = filesystem(url, storage_options)
+    return call_with_retries(
+        lambda: fs.cat_file(join(root, relative)),
+        what=join(url, relative),
+        policy=RemoteOptions().retry,
+        missing=f"is {url} a jaxload dataset (`jaxload convert SRC {url}`)?",
+    )
+
+
+class RemoteStore:
+    """Verified records of one remote dataset, fetched by byte range (one per process).
+
+    Picklable: a worker process reopens the filesystem and starts with an empty cache."""
+
+    def __init__(
+        self,
+        url: str,
+        info: DatasetInfo,
+        options: RemoteOptions | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        describe: Callable[[int, int], str] | None = None,
+    ):
+        indexed = len(info.offsets_xxh3) == info.num_shards
+        if info.format_version < layout.OFFSETS_VERSION or not info.checked or not indexed:
+            raise DatasetError(
+                f"{url}: format_version {info.format_version} has no record offset index, "
+                f"which reading from object storage needs (format {layout.OFFSETS_VERSION}); "
+                "reconvert it with this jaxload, or read a local copy"
+            )
+        self.url, self.info, self.describe = url, info, describe
+        self.options = options or RemoteOptions()
+        self.storage_options = dict(storage_options or {})
+        self._setup()
+
+    def _setup(self) -> None:
+        self._fs: Any = None
+        self._root = ""
+        self._lock = threading.Lock()
+        self._offsets: dict[int, np.ndarray] = {}
+        self._inflight: dict[Key, cf.Future] = {}
+        self._pool: cf.ThreadPoolExecutor | None = None
+        self.cache = RecordCache(self.options.cache_bytes)
+        self._checked_version = False
+        self._counts = dict.fromkeys(
+            ("requests", "bytes_fetched", "records_fetched", "waits", "retries_s"), 0
+        )
+        self._latency_s: float | None = None  # moving average per request
+        self._bandwidth: float | None = None  # bytes/s of large requests, moving average
+        self._started = time.monotonic()
+        self._logged = self._started
+
+    def __getstate__(self) -> dict[str, Any]:
+        keep = ("url", "info", "describe", "options", "storage_options")
+        return {k: self.__dict__[k] for k in keep}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._setup()
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    def _filesystem(self) -> tuple[Any, str]:
+        if self._fs is None:
+            self._fs, self._root = filesystem(self.url, self.storage_options)
+        return self._fs, self._root
+
+    def pool(self) -> cf.ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = cf.ThreadPoolExecutor(
+                    self.options.concurrency, thread_name_prefix="jaxload-fetch"
+                )
+            return self._pool
+
+    def _get(self, relative: str, start: int | None = None, end: int | None = None) -> bytes:
+        """Bytes of one object (or a range of it), retried; timed for the estimates."""
+        fs, root = self._filesystem()
+        path = join(root, relative)
+        began = time.monotonic()
+        data = call_with_retries(
+            lambda: fs.cat_file(path, start=start, end=end),
+            what=join(self.url, relative) + ("" if start is None else f" bytes {start}..{end}"),
+            policy=self.options.retry,
+            missing=f"dataset {self.url}",
+        )
+        self._measured(time.monotonic() - began, len(data))
+        return data
+
+    def _measured(self, seconds: float, size: int) -> None:
+        with self._lock:
+            self._counts["requests"] += 1
+            self._counts["bytes_fetched"] += size
+            # The latency estimate comes from small requests, bandwidth from large ones.
+            if size < 256 << 10:
+                self._latency_s = _ema(self._latency_s, seconds)
+            elif seconds > 0:
+                spent = max(seconds - (self._latency_s or 0.0), seconds / 4)
+                self._bandwidth = _ema(self._bandwidth, size / spent)
+
+    def check_version(self) -> None:
+        """DatasetChangedError when info.json at the URL is no longer the opened dataset."""
+        import json
+
+        raw = json.loads(self._get(layout.INFO_PATH))
+        now = str(raw.get("fingerprint"))
+        if now != self.info.fingerprint:
+            raise DatasetChangedError(
+                f"{self.url}: the dataset in storage is another version than the one opened "
+                f"(fingerprint {now[:12]}..., opened {self.info.fingerprint[:12]}...); reopen "
+                "it (and start a new run: a checkpoint of this one cannot resume there)"
+            )
+        self._checked_version = True
+
+    def offsets(self, shard: int) -> np.ndarray:
+        """Shard `shard`'s record offsets (fetched once, checked against info.json)."""
+        found = self._offsets.get(shard)
+        if found is not None:
+            return found
+        from xxhash import xxh3_64_hexdigest
+
+        if not self._checked_version:
+            self.check_version()
+        relative = layout.offsets_path(shard)
+        data = self._get(relative)
+        expected_count = self.info.shard_records[shard] + 1
+        if (
+            xxh3_64_hexdigest(data) != self.info.offsets_xxh3[shard]
+            or len(data) != expected_count * chunks.OFFSET_DTYPE.itemsize
+        ):
+            raise CorruptRecordError(
+                f"{join(self.url, relative)}: does not match its checksum in "
+                f"{layout.INFO_PATH}; the dataset in storage is damaged (upload it again)"
+            )
+        offsets = np.frombuffer(data, chunks.OFFSET_DTYPE).astype(np.int64)
+        self._offsets[shard] = offsets
+        return offsets
+
+    def load_offsets(self, shards: Iterable[int]) -> None:
+        """Fetches the offset indexes of `shards` not loaded yet, concurrently."""
+        missing = sorted({int(s) for s in shards} - self._offsets.keys())
+        if not self._checked_version and missing:
+            self.check_version()
+        for future in [self.pool().submit(self.offsets, s) for s in missing]:
+            future.result()
+
+    # --- estimates ---------------------------------------------------------------------
+
+    @property
+    def latency_s(self) -> float:
+        return self._latency_s if self._latency_s is not None else 0.05
+
+    @property
+    def bandwidth(self) -> float:
+        return self._bandwidth if self._bandwidth is not None else 100e6
+
+    def coalesce_bytes(self) -> int:
+        """Gap under which two ranges become one request: a gap costs gap/bandwidth, a
+        request its latency."""
+        if self.options.coalesce_bytes is not None:
+            return int(self.options.coalesce_bytes)
+        return int(min(8 << 20, max(64 << 10, self.latency_s * self.bandwidth)))
+
+    # --- reading -----------------------------------------------------------------------
+
+    def read(self, shard: int, records: Sequence[int], batch: int | None = None) -> list[bytes]:
+        """The verified payloads of `records` of `shard`, from the cache, a fetch in flight
+        or new requests (coalesced, concurrent)."""
+        keys = [(int(shard), int(r)) for r in records]
+        batch = getattr(CURRENT, "batch", None) if batch is None else batch
+        out: list[bytes | None] = [None] * len(keys)
+        waiting: list[tuple[int, cf.Future]] = []
+        missing: list[Key] = []
+        for i, key in enumerate(keys):
+            data = self.cache.get(key, batch)
+            if data is not None:
+                out[i] = data
+                continue
+            with self._lock:
+                future = self._inflight.get(key)
+            if future is not None:
+                self._counts["waits"] += 1
+                waiting.append((i, future))
+            else:
+                missing.append(key)
+        if missing:
+            futures = self.fetch(missing)
+            slot = {k: i for i, k in enumerate(keys)}
+            waiting += [(slot[k], futures[k]) for k in missing]
+        for i, future in waiting:
+            out[i] = future.result()
+        self._maybe_log()
+        return out  # type: ignore[return-value]
+
+    def fetch(self, keys: Iterable[Key]) -> dict[Key, cf.Future]:
+        """Starts fetching `keys` not cached or in flight; returns a future per key."""
+        wanted = sorted(set(keys))
+        self.load_offsets({s for s, _ in wanted})
+        futures: dict[Key, cf.Future] = {}
+        new: list[Key] = []
+        with self._lock:
+            for key in wanted:
+                future = self._inflight.get(key)
+                if future is None:
+                    future = cf.Future()
+                    cached = self.cache.peek(key)
+                    if cached is not None:  # arrived since the caller looked
+                        future.set_result(cached)
+                    else:
+                        self._inflight[key] = future
+                        new.append(key)
+                futures[key] = future
+        for request in self._requests(new):
+            self.pool().submit(self._fetch_range, request)
+        return futures
+
+    def _requests(self, keys: Sequence[Key]) -> list[tuple[int, int, int, list[int]]]:
+        """(shard, start, end, records) requests covering `keys` (sorted), merged across
+        gaps below `coalesce_bytes` up to `max_request_bytes`."""
+        gap, most = self.coalesce_bytes(), self.options.max_request_bytes
+        out: list[tuple[int, int, int, list[int]]] = []
+        for shard, record in keys:
+            offsets = self._offsets[shard]
+            start, end = int(offsets[record]), int(offsets[record + 1])
+            if out and out[-1][0] == shard:
+                _, first, last, records = out[-1]
+                if start - last <= gap and max(end, last) - first <= most:
+                    out[-1] = (shard, first, max(end, last), [*records, record])
+                    continue
+            out.append((shard, start, end, [record]))
+        return out
+
+    def _fetch_range(self, request: tuple[int, int, int, list[int]]) -> None:
+        shard, start, end, records = request
+        keys = [(shard, r) for r in records]
+        try:
+            data = self._get(layout.shard_path(shard), start, end)
+            if len(data) != end - start:
+                raise CorruptRecordError(
+                    f"{join(self.url, layout.shard_path(shard))}: bytes {start}..{end} came back "
+                    f"as {len(data)} bytes; the shard in storage is shorter than its index"
+                )
+            offsets = self._offsets[shard]
+            view = memoryview(data)
+            for key, record in zip(keys, records, strict=True):
+                first, last = int(offsets[record]) - start, int(offsets[record + 1]) - start
+                payload = self._verify(shard, record, view[first:last], first + start)
+                self.cache.put(key, payload)
+                with self._lock:
+                    self._counts["records_fetched"] += 1
+                    future = self._inflight.pop(key)
+                future.set_result(payload)
+        except BaseException as error:
+            with self._lock:
+                pending = [self._inflight.pop(k) for k in keys if k in self._inflight]
+            for future in pending:
+                future.set_exception(error)
+
+    def _verify(self, shard: int, record: int, chunk: memoryview, begin: int) -> bytes:
+        where = f"{join(self.url, layout.shard_path(shard))}: record {record}"
+        try:
+            stored = chunks.decode_chunk(chunk, begin, where)
+            payload = layout.unseal_record(stored, self.info.record_seed, shard, record)
+        except CorruptRecordError:
+            payload = None
+        if payload is None:
+            self.check_version()  # another dataset there now: DatasetChangedError
+            what = f" ({self.describe(shard, record)})" if self.describe else ""
+            raise CorruptRecordError(
+                f"{where}{what} does not match its checksum: the object changed after "
+                f"conversion or a byte range came back wrong (dataset {self.url}); upload it again"
+            )
+        return payload
+
+    # --- progress ----------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counters and estimates of this process: requests, bytes, cache hit rate, ..."""
+        with self._lock:
+            counts = dict(self._counts)
+        return {
+            "url": self.url,
+            **counts,
+            **self.cache.stats(),
+            "latency_ms": round(self.latency_s * 1000, 2),
+            "bandwidth_mb_s": round(self.bandwidth / 1e6, 1),
+            "coalesce_bytes": self.coalesce_bytes(),
+        }
+
+    def _maybe_log(self) -> None:
+        every = self.options.log_every_s
+        now = time.monotonic()
+        if not every or now - self._logged < every:
+            return
+        self._logged = now
+        s = self.stats()
+        log.info(
+            "%s: %d requests, %.1f MB fetched for %d records, cache hit rate %.1f%% "
+            "(%d MB of %d MB), latency %.1f ms, %.0f MB/s",
+            self.url,
+            s["requests"],
+            s["bytes_fetched"] / 1e6,
+            s["records_fetched"],
+            100 * s["cache_hit_rate"],
+            s["cache_bytes"] >> 20,
+            s["cache_budget_bytes"] >> 20,
+            s["latency_ms"],
+            s["bandwidth_mb_s"],
+        )
+
+    def lookahead(self, batch_interval_s: float | None, batch_bytes: float) -> tuple[int, int]:
+        """(low-water mark, depth) in batches. Fetching starts again when fewer than `low`
+        planned batches are left: enough to cover a few request latencies at the measured
+        batch interval. It then plans up to `depth` batches ahead, as many as the cache
+        holds (80% of it), so one round's requests cover as many batches as possible: the
+        denser the needed records in a range, the fewer bytes a merged request wastes."""
+        fits = max(2, int(0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0)))
+        if self.options.lookahead is not None:
+            depth = int(self.options.lookahead)
+            return max(1, depth // 2), depth
+        interval = batch_interval_s if batch_interval_s else 0.01
+        low = math.ceil(3 * self.latency_s / max(interval, 1e-3)) + 1
+        low = max(1, min(low, fits // 2))
+        return low, max(fits, low + 1)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _ema(previous: float | None, value: float, weight: float = 0.2) -> float:
+    return value if previous is None else (1 - weight) * previous + weight * value

@@ -1,0 +1,268 @@
+"""Retries for remote reads: which errors are worth retrying, and how long to wait.
+
+Every remote call of the converter (hub metadata, file downloads, fsspec listings and
+reads) and of the remote dataset reader (`jaxload.storage.remote`: byte ranges of shards
+in gs://, s3://, hf://, https://) goes through `call_with_retries`. It lives in the
+runtime package so training hosts need none of the converter's dependencies;
+`jaxload.converters.remote` re-exports it. Transient transport errors (timeouts, dropped or
+refused connections, HTTP 408/429/5xx) are retried with capped exponential backoff; a
+missing file (404), an authentication problem (401/403) or anything else fails at once,
+because waiting cannot fix it. Corrupt data is found by the readers after the fetch and
+is never retried either. The request that decides whether SRC is a hub dataset at all
+(`HubFiles.resolve`) also fails at once when the host cannot be reached (`reachability`):
+SRC may just as well be a mistyped local path, and 13 s of retries would hide that.
+
+Example::
+
+    policy = RetryPolicy(attempts=5)
+    data = call_with_retries(lambda: fs.cat_file(url), what=url, policy=policy)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from jaxload.errors import SourceError
+
+log = logging.getLogger("jaxload.convert")
+T = TypeVar("T")
+
+TRANSIENT = "transient"
+MISSING = "missing"
+AUTH = "auth"
+PERMANENT = "permanent"
+# Kinds of a failed first request under `fail_fast_unreachable` (see `reachability`).
+OFFLINE = "offline"
+UNREACHABLE = "unreachable"
+
+TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+MISSING_STATUS = frozenset({404, 410})
+AUTH_STATUS = frozenset({401, 403})
+# Exception class names (anywhere in the MRO) of transport failures in the HTTP and cloud
+# client libraries fsspec and huggingface_hub use (httpx, requests, aiohttp, botocore,
+# google-auth), matched by name so none of them has to be imported here.
+TRANSIENT_CLASS_NAMES = frozenset(
+    {
+        "TransportError",  # httpx (ConnectError, ReadTimeout, ...), google.auth
+        "TimeoutException",
+        "NetworkError",
+        "RemoteProtocolError",
+        "ConnectionError",  # requests (not the builtin: a RequestException)
+        "Timeout",
+        "ChunkedEncodingError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "ClientConnectionError",  # aiohttp
+        "ClientPayloadError",
+        "ServerTimeoutError",
+        "EndpointConnectionError",  # botocore
+        "ConnectionClosedError",
+        "ReadTimeoutError",
+        "IncompleteRead",  # http.client
+        "RemoteDisconnected",
+    }
+)
+# Failures to open a connection at all (refused, no route, name not resolved): the host is
+# not there, as opposed to a request it dropped or answered with an error.
+CONNECT_CLASS_NAMES = frozenset(
+    {
+        "ConnectError",  # httpx
+        "ConnectTimeout",
+        "ConnectionRefusedError",
+        "gaierror",  # socket: name not resolved
+        "NewConnectionError",  # urllib3
+        "NameResolutionError",
+        "ClientConnectorError",  # aiohttp
+        "EndpointConnectionError",  # botocore
+    }
+)
+
+
+class RemoteError(SourceError):
+    """A remote read failed: for good (missing, denied) or after all its retries."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """Capped exponential backoff: try `attempts` times, waiting base, 2 base, 4 base, ...
+    (at most `max_delay`) between tries, each wait shortened by up to `jitter` of itself.
+
+    The jitter is derived from a hash of (what, retry), not from a random generator, so a
+    run's waits are reproducible and still differ between files (no thundering herd).
+    `sleep` is injectable for tests.
+    """
+
+    attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    jitter: float = 0.5
+    sleep: Callable[[float], None] = time.sleep
+
+    def __post_init__(self):
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
+
+    def delay(self, retry: int, what: str) -> float:
+        """Seconds to wait before retry number `retry` (0-based) of `what`."""
+        capped = min(self.max_delay, self.base_delay * 2**retry)
+        digest = hashlib.sha256(f"{what}\0{retry}".encode()).digest()
+        fraction = int.from_bytes(digest[:8], "little") / 2**64
+        return capped * (1.0 - self.jitter * fraction)
+
+
+class RetryCounter:
+    """How many retries this process made (reported per work unit and in the summary)."""
+
+    def __init__(self) -> None:
+        self.retries = 0
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    policy: RetryPolicy,
+    counter: RetryCounter | None = None,
+    missing: str | None = None,
+    fail_fast_unreachable: bool = False,
+) -> T:
+    """Returns fn(), retrying transient errors under `policy`.
+
+    Raises `RemoteError` naming `what`: at once for a missing file (with `missing` as the
+    context, e.g. "video of episode 3"), a denied access or any non-transient error, and
+    after the last attempt for a transient one. With `fail_fast_unreachable`, also at once
+    (kind OFFLINE or UNREACHABLE) when no connection could be opened at all.
+    """
+    started = time.monotonic()
+    for attempt in range(policy.attempts):
+        try:
+            return fn()
+        except Exception as error:
+            reach = reachability(error) if fail_fast_unreachable else None
+            if reach is not None:
+                raise RemoteError(f"{what}: {describe(error)}", reach) from error
+            kind = classify(error)
+            if kind != TRANSIENT:
+                raise RemoteError(_final_message(what, kind, error, missing), kind) from error
+            if attempt + 1 == policy.attempts:
+                waited = time.monotonic() - started
+                raise RemoteError(
+                    f"{what}: giving up after {policy.attempts} attempts over {waited:.1f} s "
+                    f"({describe(error)})",
+                    TRANSIENT,
+                ) from error
+            wait = policy.delay(attempt, what)
+            if counter is not None:
+                counter.retries += 1
+            log.warning(
+                "%s: %s; retry %d of %d in %.2f s",
+                what,
+                describe(error),
+                attempt + 1,
+                policy.attempts - 1,
+                wait,
+            )
+            policy.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+def classify(error: BaseException) -> str:
+    """TRANSIENT, MISSING, AUTH or PERMANENT, judged along the exception's cause chain.
+
+    huggingface_hub wraps a refused connection in `LocalEntryNotFoundError` (a
+    FileNotFoundError), so causes are looked at before the wrapper's own type.
+    """
+    for exc in _chain(error):
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if "OfflineModeIsEnabled" in names:
+            return PERMANENT  # the user asked for no network: retrying cannot help
+        status = _http_status(exc)
+        if status is not None:
+            if status in TRANSIENT_STATUS or status >= 500:
+                return TRANSIENT
+            if status in MISSING_STATUS:
+                return MISSING
+            if status in AUTH_STATUS:
+                return AUTH
+            return PERMANENT
+        if names & {"RepositoryNotFoundError", "RevisionNotFoundError", "RemoteEntryNotFoundError"}:
+            return MISSING
+        if "GatedRepoError" in names:
+            return AUTH
+        if isinstance(exc, TimeoutError | ConnectionError) or names & TRANSIENT_CLASS_NAMES:
+            return TRANSIENT
+    # No transport problem anywhere in the chain: judge the outermost error.
+    if isinstance(error, FileNotFoundError):
+        return MISSING
+    if isinstance(error, PermissionError):
+        return AUTH
+    return PERMANENT
+
+
+def reachability(error: BaseException) -> str | None:
+    """OFFLINE (HF_HUB_OFFLINE), UNREACHABLE (no connection could be opened) or None (the
+    host answered, or the failure came later), judged along the cause chain."""
+    for exc in _chain(error):
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if "OfflineModeIsEnabled" in names:
+            return OFFLINE
+        if names & CONNECT_CLASS_NAMES:
+            return UNREACHABLE
+    return None
+
+
+def describe(error: BaseException) -> str:
+    """A one-line account of an error: its type and message, and the root cause's."""
+    root = list(_chain(error))[-1]
+    text = f"{type(error).__name__}: {_first_line(error)}"
+    if root is not error and _first_line(root) != _first_line(error):  # say a thing once
+        text += f"; caused by {type(root).__name__}: {_first_line(root)}"
+    return text
+
+
+def _final_message(what: str, kind: str, error: BaseException, missing: str | None) -> str:
+    if kind == MISSING:
+        context = f" ({missing})" if missing else ""
+        return f"{what}: missing{context}: {describe(error)}"
+    if kind == AUTH:
+        return (
+            f"{what}: access denied ({describe(error)}); for a private or gated hub dataset "
+            "log in with `hf auth login` or set HF_TOKEN"
+        )
+    return f"{what}: {describe(error)}"
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    exc: BaseException | None = error
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _http_status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    for value in (
+        getattr(response, "status_code", None),
+        getattr(response, "status", None),
+        getattr(exc, "status_code", None),
+        getattr(exc, "status", None),
+    ):
+        if isinstance(value, int) and 100 <= value <= 599:
+            return value
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else "(no message)"

@@ -1,0 +1,62 @@
+"""Dataset URLs: which paths are remote, and the fsspec filesystem that reads them.
+
+    is_url("s3://bucket/ds")              # True; also gs://, gcs://, hf://, http(s)://
+    fs, root = filesystem("s3://bucket/ds", {"anon": True})
+    fs.cat_file(join(root, "meta/info.json"))
+
+Endpoints and credentials come the fsspec way: its configuration and environment (e.g.
+`FSSPEC_S3_ENDPOINT_URL`, `FSSPEC_S3_KEY`, the AWS/GCS/HF environment variables and
+credential files the clients read) or `storage_options`, passed to the filesystem as is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from jaxload.errors import DatasetError
+
+SCHEMES = ("s3", "gs", "gcs", "hf", "http", "https")
+# The package each scheme needs (the `remote` extra installs s3fs; the others on demand).
+PACKAGES = {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "hf": "huggingface_hub"}
+
+
+def is_url(path: Any) -> bool:
+    """Whether `path` names a remote dataset (a URL of a scheme fsspec reads)."""
+    if not isinstance(path, str):
+        return False
+    scheme, sep, _ = path.partition("://")
+    return bool(sep) and scheme.lower() in SCHEMES
+
+
+def join(root: str, relative: str) -> str:
+    """`relative` (a layout path such as meta/info.json) under `root`."""
+    return f"{root.rstrip('/')}/{relative}"
+
+
+def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """(fsspec filesystem, path of the dataset root in it) for a dataset URL.
+
+    Raises a DatasetError naming the package to install when fsspec or the scheme's
+    implementation is missing."""
+    try:
+        import fsspec
+        from fsspec.core import url_to_fs
+    except ImportError as e:  # pragma: no cover - the remote extra installs it
+        raise DatasetError(
+            f"{url}: reading URLs needs fsspec: pip install 'jaxload[remote]'"
+        ) from e
+    del fsspec
+    try:
+        fs, root = url_to_fs(url, **dict(storage_options or {}))
+    except ImportError as e:
+        scheme = url.partition("://")[0].lower()
+        package = PACKAGES.get(scheme, "the fsspec implementation of " + scheme)
+        raise DatasetError(f"{url}: reading {scheme}:// URLs needs {package} ({e})") from e
+    return fs, root.rstrip("/")
+
+
+def local_or_url(path: str | os.PathLike) -> str:
+    """A URL as given; a local path as str."""
+    return path if is_url(path) else os.fspath(path)

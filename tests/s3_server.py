@@ -1,0 +1,187 @@
+"""A real S3-compatible server on loopback for tests and benchmarks: moto's server mode
+behind a small WSGI layer that adds latency and faults and counts what it serves.
+
+    server = S3Server.start(latency_s=0.05)       # a subprocess on 127.0.0.1:<free port>
+    fs = server.filesystem()                      # s3fs, pointed at it
+    server.set(fail={"match": "shard-00000", "status": 503, "count": 2})
+    server.counters()                             # {"requests": ..., "bytes": ...}
+    server.stop()
+
+The server runs in its own process (as a real one would), so its CPU does not share the
+client's GIL. Control requests go to `/_jaxload/...`, which never reach moto.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from typing import Any
+
+CONTROL = "/_jaxload/"
+
+
+class FaultLayer:
+    """WSGI middleware: sleeps `latency_s` per request, fails matching requests, counts."""
+
+    def __init__(self, app: Any, latency_s: float = 0.0):
+        self.app = app
+        self.settings: dict[str, Any] = {"latency_s": latency_s, "fail": None}
+        self.requests = 0
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if path.startswith(CONTROL):
+            return self._control(path[len(CONTROL) :], environ, start_response)
+        time.sleep(float(self.settings["latency_s"]))
+        fail = self.settings.get("fail")
+        with self.lock:
+            self.requests += 1
+            if fail and fail["count"] > 0 and fail["match"] in path:
+                fail["count"] -= 1
+                status = int(fail["status"])
+            else:
+                status = None
+        if status is not None:
+            start_response(f"{status} Injected", [("Content-Type", "application/xml")])
+            body = (
+                b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code>"
+                b"<Message>injected fault</Message></Error>"
+            )
+            return [body]
+        out = self.app(environ, start_response)
+        chunks = list(out)
+        with self.lock:
+            self.bytes += sum(len(c) for c in chunks)
+        return chunks
+
+    def _control(self, what: str, environ: dict, start_response: Any) -> list[bytes]:
+        if what == "set":
+            size = int(environ.get("CONTENT_LENGTH") or 0)
+            self.settings.update(json.loads(environ["wsgi.input"].read(size)))
+            body = b"{}"
+        elif what == "counters":
+            with self.lock:
+                body = json.dumps({"requests": self.requests, "bytes": self.bytes}).encode()
+        elif what == "reset":
+            with self.lock:
+                self.requests = self.bytes = 0
+            body = b"{}"
+        else:
+            start_response("404 Not Found", [])
+            return [b""]
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
+
+def serve(port: int, latency_s: float) -> None:
+    """Runs the server in this process until killed."""
+    from moto.server import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    app = FaultLayer(DomainDispatcherApplication(create_backend_app), latency_s)
+    make_server("127.0.0.1", port, app, threaded=True).serve_forever()
+
+
+class S3Server:
+    """A moto S3 server subprocess with latency and faults (see the module docstring)."""
+
+    def __init__(self, process: subprocess.Popen, port: int):
+        self.process, self.port = process, port
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    @classmethod
+    def start(cls, latency_s: float = 0.0) -> S3Server:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.s3_server", str(port), str(latency_s)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        server = cls(process, port)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                server.counters()
+                return server
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    server.stop()
+                    raise RuntimeError("the S3 test server did not start") from None
+                time.sleep(0.1)
+
+    def _call(self, what: str, payload: dict | None = None) -> dict:
+        data = json.dumps(payload).encode() if payload is not None else None
+        request = urllib.request.Request(f"{self.endpoint}{CONTROL}{what}", data=data)
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def set(self, **settings: Any) -> None:
+        """Changes `latency_s` and/or `fail` ({"match", "status", "count"} or None)."""
+        self._call("set", settings)
+
+    def counters(self) -> dict[str, int]:
+        return self._call("counters")
+
+    def reset_counters(self) -> None:
+        self._call("reset")
+
+    def storage_options(self) -> dict[str, Any]:
+        """fsspec/s3fs options for this server (also usable as `storage_options=`)."""
+        return {
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"endpoint_url": self.endpoint, "region_name": "us-east-1"},
+        }
+
+    def filesystem(self) -> Any:
+        import s3fs
+
+        return s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options())
+
+    def create_bucket(self, bucket: str) -> None:
+        import boto3
+
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+            client.create_bucket(Bucket=bucket)
+
+    def upload(self, local: str, url: str) -> None:
+        """Copies a local directory tree to `url` (s3://bucket/prefix), creating the bucket."""
+        fs = self.filesystem()
+        self.create_bucket(url.removeprefix("s3://").split("/")[0])
+        for dirpath, _, files in os.walk(local):
+            for name in files:
+                path = os.path.join(dirpath, name)
+                fs.put_file(path, f"{url}/{os.path.relpath(path, local)}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), float(sys.argv[2]))

@@ -1,0 +1,253 @@
+"""Training straight from object storage: a real S3-compatible server (moto's server mode,
+a subprocess on loopback, tests/s3_server.py) with injected latency and faults, read
+through s3fs. Every check compares with the same converted dataset read locally."""
+
+import json
+import logging
+import shutil
+
+import numpy as np
+import pytest
+from array_record.python.array_record_module import ArrayRecordReader
+
+import jaxload
+from jaxload import format as fmt
+from jaxload.converters.convert import convert
+from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError
+from jaxload.format.chunks import decode_chunk, record_offsets
+from jaxload.storage.cache import RecordCache, simulate
+from jaxload.storage.remote import RemoteOptions
+from jaxload.storage.retry import RetryPolicy
+
+pytest.importorskip("s3fs", reason="the remote extra (pip install 'jaxload[remote]') is needed")
+pytest.importorskip("moto", reason="moto[server] (the dev extra) runs the S3 test server")
+
+from tests.s3_server import S3Server
+
+WINDOWS = {"action": [0.0, 0.1, 0.2], "observation.images.top": [-0.1, 0.0]}
+FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
+
+
+@pytest.fixture(scope="module")
+def converted(shared_lerobot, tmp_path_factory):
+    root = tmp_path_factory.mktemp("remote_ds")
+    return convert(shared_lerobot / "av1_multi", root / "ds", workers=1, progress=False).out
+
+
+@pytest.fixture(scope="module")
+def server(converted):
+    server = S3Server.start(latency_s=0.02)
+    try:
+        server.upload(str(converted), "s3://bucket/ds")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def clean(server):
+    server.set(latency_s=0.02, fail=None)
+    yield server
+    server.set(latency_s=0.02, fail=None)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k] == b[k] if isinstance(a[k], str) else np.array_equal(a[k], b[k]) for k in a
+    )
+
+
+def _remote(server, url="s3://bucket/ds", **kwargs):
+    options = RemoteOptions(retry=FAST_RETRY, **kwargs)
+    return jaxload.open(
+        url, delta_timestamps=WINDOWS, storage_options=server.storage_options(), remote=options
+    )
+
+
+def test_byte_range_decoding_equals_arrayrecords_own_reader_for_every_record(converted):
+    info = fmt.read_info(converted)
+    for shard, count in enumerate(info.shard_records):
+        path = converted / fmt.shard_path(shard)
+        data = path.read_bytes()
+        offsets = record_offsets(data, count)
+        stored = np.fromfile(converted / fmt.offsets_path(shard), dtype="<u8")
+        assert np.array_equal(offsets, stored)  # the converter's index is the file's
+        reader = ArrayRecordReader(str(path), fmt.READER_OPTIONS)
+        expected = reader.read(list(range(count)))
+        reader.close()
+        crossing = 0
+        for i in range(count):
+            begin, end = int(offsets[i]), int(offsets[i + 1])
+            crossing += begin // 65536 != (end - 1) // 65536
+            assert decode_chunk(data[begin:end], begin) == expected[i], f"record {i}"
+        assert crossing > 0  # records interrupted by Riegeli block headers are covered
+
+
+def test_wrong_byte_range_is_an_error_not_data(converted):
+    data = (converted / fmt.shard_path(0)).read_bytes()
+    offsets = record_offsets(data, fmt.read_info(converted).shard_records[0])
+    begin, end = int(offsets[3]), int(offsets[4])
+    with pytest.raises(CorruptRecordError):
+        decode_chunk(data[begin + 1 : end], begin + 1)
+    damaged = bytearray(data[begin:end])
+    damaged[-3] ^= 0xFF
+    try:
+        payload = decode_chunk(bytes(damaged), begin)
+    except CorruptRecordError:
+        return
+    info = fmt.read_info(converted)
+    assert fmt.unseal_record(payload, info.record_seed, 0, 3) is None
+
+
+def test_remote_samples_are_bitwise_equal_to_local(converted, clean):
+    local = jaxload.open(converted, delta_timestamps=WINDOWS)
+    remote = _remote(clean)
+    assert len(remote) == len(local) and remote.fingerprint == local.fingerprint
+    positions = list(range(0, len(local), 3))
+    for got, want in zip(remote[positions], local[positions], strict=True):
+        assert _same(got, want)
+    stats = remote.remote_store.stats()
+    assert stats["records_fetched"] > 0 and stats["requests"] < stats["records_fetched"]
+
+
+def test_loader_batches_and_resume_are_exact_against_local(converted, clean):
+    kwargs = dict(global_batch_size=8, seed=5, delta_timestamps=WINDOWS, num_workers=0)
+    local = jaxload.make_loader(converted, **kwargs)
+    remote = jaxload.make_loader(
+        "s3://bucket/ds",
+        storage_options=clean.storage_options(),
+        remote=RemoteOptions(retry=FAST_RETRY, cache_bytes=400_000, lookahead=4),
+        **kwargs,
+    )
+    with local, remote:
+        for _ in range(6):
+            a, b = next(local), next(remote)
+            assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+        state = remote.get_state()
+        expected = [next(local) for _ in range(3)]
+        stats = remote.stats["s3://bucket/ds"]
+        assert stats["cache_hits"] > 0  # fetched ahead: the reads found their records
+        assert stats["cache_bytes"] <= 400_000  # the budget holds
+    restored = jaxload.make_loader(
+        "s3://bucket/ds", storage_options=clean.storage_options(), **kwargs
+    )
+    restored.set_state(state)
+    with restored:
+        for want in expected:
+            got = next(restored)
+            assert all(np.array_equal(want[k], got[k]) for k in want)
+
+
+def test_local_state_restores_on_the_remote_copy(converted, clean):
+    kwargs = dict(global_batch_size=4, seed=1, num_workers=0)
+    with jaxload.make_loader(converted, **kwargs) as local:
+        next(local)
+        state = local.get_state()
+        want = next(local)
+    remote = jaxload.make_loader(
+        "s3://bucket/ds", storage_options=clean.storage_options(), **kwargs
+    )
+    remote.set_state(state)
+    with remote:
+        got = next(remote)
+    assert all(np.array_equal(want[k], got[k]) for k in want)
+
+
+def test_transient_faults_are_retried_and_the_data_is_unchanged(converted, clean):
+    local = jaxload.open(converted, delta_timestamps=WINDOWS)
+    remote = _remote(clean)
+    clean.reset_counters()
+    # 503 SlowDown on the shard's next requests: s3fs/botocore retry some, our policy the rest.
+    clean.set(fail={"match": "shard-00000.array_record", "status": 503, "count": 6})
+    for got, want in zip(remote[[0, 50, 100]], local[[0, 50, 100]], strict=True):
+        assert _same(got, want)
+    assert clean.counters()["requests"] >= 6
+
+
+def test_missing_object_fails_fast_naming_its_url(converted, clean, tmp_path):
+    copy = tmp_path / "ds"
+    shutil.copytree(converted, copy)
+    clean.upload(str(copy), "s3://bucket/broken")
+    clean.filesystem().rm("bucket/broken/data/shard-00000.array_record")
+    remote = _remote(clean, "s3://bucket/broken")
+    clean.reset_counters()
+    with pytest.raises(JaxloadError, match=r"s3://bucket/broken/data/shard-00000\.array_record"):
+        remote[0]
+    assert clean.counters()["requests"] <= 4  # no retries for a 404
+
+
+def test_missing_dataset_fails_fast_naming_its_url(clean):
+    with pytest.raises(JaxloadError, match=r"s3://bucket/nothing-here/meta/info\.json: missing"):
+        jaxload.open("s3://bucket/nothing-here", storage_options=clean.storage_options())
+
+
+def test_corrupt_object_in_storage_is_a_checksum_error_naming_it(converted, clean, tmp_path):
+    copy = tmp_path / "ds"
+    shutil.copytree(converted, copy)
+    shard = copy / fmt.shard_path(0)
+    offsets = record_offsets(shard.read_bytes(), fmt.read_info(copy).shard_records[0])
+    data = bytearray(shard.read_bytes())
+    data[int(offsets[0]) + 60] ^= 0x55  # inside record 0's compressed payload
+    shard.write_bytes(bytes(data))
+    clean.upload(str(copy), "s3://bucket/corrupt")
+    remote = _remote(clean, "s3://bucket/corrupt")
+    with pytest.raises(CorruptRecordError, match=r"s3://bucket/corrupt/data/shard-00000"):
+        remote[0]
+
+
+def test_older_format_is_refused_remotely_with_a_clear_message(converted, clean, tmp_path):
+    copy = tmp_path / "ds"
+    shutil.copytree(converted, copy)
+    info = json.loads((copy / fmt.INFO_PATH).read_text())
+    info["format_version"] = 3
+    del info["records"]["offsets_xxh3"]
+    (copy / fmt.INFO_PATH).write_text(json.dumps(info))
+    jaxload.open(copy)  # still reads locally
+    clean.upload(str(copy), "s3://bucket/v3")
+    with pytest.raises(DatasetError, match=r"format_version 3 has no record offset index"):
+        jaxload.open("s3://bucket/v3", storage_options=clean.storage_options())
+
+
+def test_progress_is_logged_with_the_hit_rate(converted, clean, caplog):
+    remote = _remote(clean, log_every_s=1e-9)
+    with caplog.at_level(logging.INFO, logger="jaxload.storage"):
+        remote[[1, 2]]
+        remote[[1, 2]]
+    assert any("cache hit rate" in r.getMessage() for r in caplog.records)
+
+
+def test_cache_evicts_the_record_used_furthest_ahead():
+    cache = RecordCache(budget_bytes=30)
+    for key, batch in (("a", 1), ("b", 5), ("c", 2)):
+        cache.plan(key, batch)
+    cache.put("a", b"x" * 10)
+    cache.put("b", b"x" * 10)
+    cache.put("c", b"x" * 10)
+    cache.put("d", b"x" * 10)  # never planned: goes first (itself)
+    assert "d" not in cache and len(cache) == 3
+    cache.plan("e", 3)
+    cache.put("e", b"x" * 10)  # b (batch 5) is furthest ahead
+    assert "b" not in cache and {"a", "c", "e"} <= {k for k in "ace" if k in cache}
+
+
+def test_optimal_policy_beats_lru_on_a_loader_order():
+    rng = np.random.default_rng(0)
+    accesses = [int(k) for k in rng.permutation(np.tile(np.arange(200), 5))]
+    sizes = dict.fromkeys(range(200), 100)
+    optimal = simulate(accesses, sizes, 2000, "optimal")
+    lru = simulate(accesses, sizes, 2000, "lru")
+    assert optimal["hit_rate"] > lru["hit_rate"]
+    assert simulate(accesses, sizes, 10**9, "lru")["hit_rate"] == pytest.approx(0.8)
+
+
+def test_worker_processes_read_remote_batches_equal_to_local(converted, clean):
+    kwargs = dict(global_batch_size=8, seed=2, delta_timestamps=WINDOWS)
+    with jaxload.make_loader(converted, num_workers=0, **kwargs) as local:
+        want = [next(local) for _ in range(4)]
+    remote = jaxload.make_loader(
+        "s3://bucket/ds", storage_options=clean.storage_options(), num_workers=2, **kwargs
+    )
+    with remote:
+        for a in want:
+            b = next(remote)
+            assert all(np.array_equal(a[k], b[k]) for k in a)
