@@ -219,9 +219,16 @@ class Loader:
             f"Loader(sources={sources}, global_batch_size={self.global_batch_size}, "
             f"seed={self.seed}, hosts={self.host_count} (this one: {part}), "
             f"workers={self.options.num_workers}, read_threads={self.options.read_threads}, "
+            f"{self._transforms_repr()}"
             f"epoch={self.epoch}{epochs}, step={self.position // self.global_batch_size}, "
             f"position={self.position})"
         )
+
+    def _transforms_repr(self) -> str:
+        if self.image_transforms is None:
+            return ""
+        steps = ", ".join(type(t).__name__ for t in self.image_transforms.transforms)
+        return f"image_transforms=[{steps}] on {self.image_transforms_on}, "
 
     # -- state -------------------------------------------------------------------------------
 

@@ -54,6 +54,14 @@ def check_transformed(batch: Any, transform: Callable, rows: int) -> Batch:
     return dict(batch)
 
 
+def _in_slot(array: np.ndarray, slots: dict) -> np.ndarray:
+    """`array` copied into a worker's shared-memory slot, recorded in `slots`."""
+    out, ref = shared_batch.worker_pool().array(array.shape, array.dtype)
+    out[...] = array
+    slots[id(out)] = (out, ref)
+    return out
+
+
 def _few(items: list, limit: int = 8) -> str:
     """A list for a message, cut after `limit` items."""
     head = ", ".join(str(i) for i in items[:limit])
@@ -156,6 +164,8 @@ class ReadBatch(grain.transforms.Map):
             batch[cam] = merge_encoded(videos[cam], n)
         if self.image_transforms is not None:
             batch = self.image_transforms.apply(batch, self.positions(k), self.seed)
+            for key in self.image_transforms.keys or () if slots is not None else ():
+                batch[key] = _in_slot(batch[key], slots)  # reused shared memory, as decoded
         for transform in self.transforms:
             batch = check_transformed(transform(batch), transform, n)
         batch = batch if self.keys is None else self.keys.select(batch)

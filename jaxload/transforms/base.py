@@ -80,24 +80,23 @@ def pair(name: str, value: Any, *, square_ok: bool = True) -> Size:
 def interval(
     name: str, value: Any, *, center: float | None, low: float, high: float
 ) -> tuple[float, float]:
-    """A (lo, hi) range: a number v means [center - v, center + v] (clipped at `low`), or a
-    pair; both ends within [low, high] and lo <= hi."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and center is not None:
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, got {value!r}")
-        value = (max(low, center - value), center + value)
-    ok = (
+    """A (lo, hi) range within [low, high]: a pair, or (when `center` is given) a number v
+    meaning [center - v, center + v], its low end clipped at `low`."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    pair_ok = (
         isinstance(value, tuple | list)
         and len(value) == 2
         and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value)
         and all(np.isfinite(v) for v in value)
     )
-    if not ok or not low <= value[0] <= value[1] <= high:
-        raise ValueError(
-            f"{name} must be a number >= 0 or a pair (lo, hi) with {low} <= lo <= hi <= {high}, "
-            f"got {value!r}"
-        )
-    return float(value[0]), float(value[1])
+    if number and center is not None and 0 <= value <= high - center:
+        return max(low, center - value), center + float(value)
+    if pair_ok and low <= value[0] <= value[1] <= high:
+        return float(value[0]), float(value[1])
+    rule = f"a pair (lo, hi) with {low:g} <= lo <= hi <= {high:g}"
+    if center is not None:
+        rule = f"a number v in [0, {high - center:g}] (meaning [{center:g} - v, {center:g} + v]) or {rule}"
+    raise ValueError(f"{name} must be {rule}, got {value!r}")
 
 
 def randint(u: np.ndarray, count: np.ndarray | int) -> np.ndarray:

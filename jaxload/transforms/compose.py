@@ -53,13 +53,23 @@ class ImageTransforms:
             )
         for i, step in enumerate(transforms):
             if not isinstance(step, ImageTransform):
+                hint = (
+                    " (a class: instantiate it, e.g. Resize((224, 224)))"
+                    if isinstance(step, type)
+                    else ""
+                )
                 raise TypeError(
-                    f"ImageTransforms step {i} is {step!r}: steps are jaxload.transforms "
-                    "image transforms (Resize, RandomResizedCrop, ColorJitter, ...) or "
+                    f"ImageTransforms step {i} is {step!r}{hint}: steps are jaxload.transforms "
+                    "image transforms (Resize, RandomResizedCrop, ColorJitter, ...; torchvision "
+                    "transforms are not keyed by position and are not accepted) or "
                     "subclasses of jaxload.transforms.ImageTransform"
                 )
         if isinstance(keys, str):
             raise TypeError(f"keys must be a list of camera keys, got the string {keys!r}")
+        if keys is not None and len(keys) == 0:
+            raise ValueError(
+                "ImageTransforms keys=[] transforms nothing; leave keys=None for every camera"
+            )
         if dtype not in DTYPES:
             raise ValueError(f"ImageTransforms dtype must be one of {DTYPES}, got {dtype!r}")
         self.transforms = tuple(transforms)
