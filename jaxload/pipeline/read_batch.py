@@ -164,8 +164,9 @@ class ReadBatch(grain.transforms.Map):
             batch[cam] = merge_encoded(videos[cam], n)
         if self.image_transforms is not None:
             batch = self.image_transforms.apply(batch, self.positions(k), self.seed)
-            for key in self.image_transforms.keys or () if slots is not None else ():
-                batch[key] = _in_slot(batch[key], slots)  # reused shared memory, as decoded
+            if slots is not None:  # in a worker: reused shared memory, as decoded cameras
+                for key in self.image_transforms.keys:
+                    batch[key] = _in_slot(batch[key], slots)
         for transform in self.transforms:
             batch = check_transformed(transform(batch), transform, n)
         batch = batch if self.keys is None else self.keys.select(batch)

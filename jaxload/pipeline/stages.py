@@ -109,7 +109,7 @@ class ToGlobalArrays(grain.transforms.Map):
         self.on_devices = None
         if image_transforms is not None:
             self.on_devices = TransformOnDevices(
-                image_transforms, seed, self._sharding, self.global_batch_size
+                image_transforms, seed, self._sharding, self.to_global
             )
 
     def _sharding(self, ndim: int) -> Any:
@@ -117,8 +117,16 @@ class ToGlobalArrays(grain.transforms.Map):
             self._by_rank[ndim] = hosts.sharding_for_rank(self.sharding, ndim)
         return self._by_rank[ndim]
 
-    def map(self, batch: Batch) -> Batch:
+    def to_global(self, value: np.ndarray) -> Any:
+        """This host's rows of one key -> the global jax.Array over the batch sharding."""
         import jax
+
+        global_shape = (self.global_batch_size, *value.shape[1:])
+        return jax.make_array_from_process_local_data(
+            self._sharding(value.ndim), value, global_shape
+        )
+
+    def map(self, batch: Batch) -> Batch:
 
         batch = dict(batch)
         positions = batch.pop(POSITIONS_KEY, None)
@@ -135,10 +143,7 @@ class ToGlobalArrays(grain.transforms.Map):
             if is_host_only(value):  # strings a caller asked for with `keys`
                 out[key] = value
             else:
-                global_shape = (self.global_batch_size, *value.shape[1:])
-                out[key] = jax.make_array_from_process_local_data(
-                    self._sharding(value.ndim), value, global_shape
-                )
+                out[key] = self.to_global(value)
         if self.on_devices is not None:
             out = self.on_devices(out, positions)
         return {k: out[k] for k in batch}

@@ -5,7 +5,7 @@ jax.Arrays; each row's parameters are drawn here on the host from its global pos
 (the same draws the CPU path makes), become global arrays sharded like the batch, and one
 jitted function transforms every camera on the devices that hold its rows.
 
-    run = TransformOnDevices(augment.resolved(cameras), seed, sharding_for, global_batch_size)
+    run = TransformOnDevices(augment.resolved(cameras), seed, sharding_for, to_global)
     batch = run(batch, positions)  # positions: this host's rows' global positions
 """
 
@@ -32,12 +32,13 @@ class TransformOnDevices:
         transforms: ImageTransforms,
         seed: int,
         sharding_for: Callable[[int], Any],
-        global_batch_size: int,
+        to_global: Callable[[np.ndarray], Any],
     ):
         if transforms.keys is None:
             raise ValueError("TransformOnDevices needs transforms bound to cameras (resolved())")
         self.transforms, self.seed = transforms, int(seed)
-        self.sharding_for, self.global_batch_size = sharding_for, int(global_batch_size)
+        # the batch sharding for a rank, and host rows -> global array (ToGlobalArrays')
+        self.sharding_for, self.to_global = sharding_for, to_global
         self._jitted: dict[tuple, Any] = {}
 
     def __call__(self, batch: Mapping[str, Any], positions: np.ndarray) -> dict[str, Any]:
@@ -66,9 +67,5 @@ class TransformOnDevices:
         return out
 
     def _global(self, local: np.ndarray) -> Any:
-        import jax
-
-        value = local.astype(np.float32) if local.dtype == np.float64 else local
-        return jax.make_array_from_process_local_data(
-            self.sharding_for(value.ndim), value, (self.global_batch_size, *value.shape[1:])
-        )
+        # float64 parameters of a custom step: JAX would make them float32 anyway
+        return self.to_global(local.astype(np.float32) if local.dtype == np.float64 else local)
