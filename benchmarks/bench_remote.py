@@ -1,22 +1,26 @@
 """Local vs remote, side by side in one run: the same converted dataset read from disk and
 from a real S3-compatible server on loopback (moto's server mode, a subprocess, behind a
 layer that adds `--latency-ms` per request; tests/s3_server.py), with a record cache of
-`--cache-fraction` of the dataset's bytes.
+`--cache-fraction` of the dataset's bytes, kept in memory and (a third run) on disk
+(`RemoteOptions(cache_dir=...)`).
 
-Reports samples/s of each, remote/local, bytes and requests per sample, the live cache hit
-rate, and the hit rates the furthest-next-use (optimal) and LRU policies reach at the same
+Reports samples/s of each, remote/local, bytes and requests per sample, the CPU seconds
+the client and the server spent per batch, the live cache hit rate, and the hit rates the furthest-next-use (optimal) and LRU policies reach at the same
 budget on the loader's real future access sequence (`jaxload.storage.cache.simulate`).
 
     python benchmarks/bench_remote.py                      # 50 ms, cache 10%
     python benchmarks/bench_remote.py --latency-ms 20 --batches 60
+    python benchmarks/bench_remote.py --height 180 --width 320 --episodes 24   # DROID-sized frames
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +38,12 @@ from jaxload.storage.remote import RemoteOptions  # noqa: E402
 from tests.s3_server import S3Server  # noqa: E402
 
 WINDOWS = {"action": [k / 30 for k in range(16)]}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def shard_bytes(root: Path) -> int:
@@ -88,12 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument("--height", type=int, default=96)
+    parser.add_argument("--width", type=int, default=128)
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_remote.json"
     )
     args = parser.parse_args(argv)
 
-    spec = bench_data.DatasetSpec("remote", height=96, width=128, episodes=args.episodes)
+    spec = bench_data.DatasetSpec(
+        "remote", height=args.height, width=args.width, episodes=args.episodes
+    )
     _, root = bench_data.prepare(spec, args.cache)
     total = shard_bytes(root)
     budget = int(args.cache_fraction * total)
@@ -102,28 +116,44 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     server = S3Server.start(latency_s=args.latency_ms / 1000)
+    cache_dir = tempfile.mkdtemp(prefix="bench-remote-cache-")
+    modes = {"local": {}, "remote": {"cache_dir": None}, "remote_disk": {"cache_dir": cache_dir}}
+    rates: dict[str, list[float]] = {m: [] for m in modes}
+    cpu: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    remote_stats = []
     try:
         server.upload(str(root), "s3://bench/ds")
-        local_rates, remote_rates, remote_stats = [], [], []
-        for _ in range(args.repeats):  # alternate, so both see the same machine
-            rate, loader = run(root, args.batches, args.batch_size, warmup=3)
-            loader.close()
-            local_rates.append(rate)
-            server.reset_counters()
-            rate, loader = run(
-                "s3://bench/ds",
-                args.batches,
-                args.batch_size,
-                warmup=3,
-                storage_options=server.storage_options(),
-                remote=RemoteOptions(cache_bytes=budget, log_every_s=0),
-            )
-            stats = loader.stats["s3://bench/ds"] | {"server": server.counters()}
-            loader.close()
-            remote_rates.append(rate)
-            remote_stats.append(stats)
+        for _ in range(args.repeats):  # alternate, so all see the same machine
+            for mode, extra in modes.items():
+                server.reset_counters()
+                client, served = cpu_seconds(os.getpid()), cpu_seconds(server.process.pid)
+                if mode == "local":
+                    rate, loader = run(root, args.batches, args.batch_size, warmup=3)
+                else:
+                    options = RemoteOptions(cache_bytes=budget, log_every_s=0, **extra)
+                    rate, loader = run(
+                        "s3://bench/ds",
+                        args.batches,
+                        args.batch_size,
+                        warmup=3,
+                        storage_options=server.storage_options(),
+                        remote=options,
+                    )
+                    stats = loader.stats["s3://bench/ds"] | {"server": server.counters()}
+                    if mode == "remote":
+                        remote_stats.append(stats)
+                loader.close()
+                batches = args.batches + 3
+                cpu[mode].append(
+                    (
+                        (cpu_seconds(os.getpid()) - client) / batches,
+                        (cpu_seconds(server.process.pid) - served) / batches,
+                    )
+                )
+                rates[mode].append(rate)
     finally:
         server.stop()
+    local_rates, remote_rates = rates["local"], rates["remote"]
 
     samples = (args.batches + 3) * args.batch_size
     last = remote_stats[-1]
@@ -137,8 +167,13 @@ def main(argv: list[str] | None = None) -> int:
         "cache_budget_bytes": budget,
         "local_samples_per_s": statistics.median(local_rates),
         "remote_samples_per_s": statistics.median(remote_rates),
+        "remote_disk_samples_per_s": statistics.median(rates["remote_disk"]),
         "local_runs": local_rates,
         "remote_runs": remote_rates,
+        "remote_disk_runs": rates["remote_disk"],
+        "cpu_s_per_batch": {  # (client, server), median over repeats
+            m: [statistics.median(c[i] for c in cpu[m]) for i in (0, 1)] for m in modes
+        },
         "bytes_fetched_per_sample": last["server"]["bytes"] / samples,
         "bytes_needed_per_sample": needed / samples,
         "requests_per_sample": last["server"]["requests"] / samples,
@@ -149,12 +184,22 @@ def main(argv: list[str] | None = None) -> int:
         "remote_stats": remote_stats,
     }
     result["remote_over_local"] = result["remote_samples_per_s"] / result["local_samples_per_s"]
+    result["remote_disk_over_local"] = (
+        result["remote_disk_samples_per_s"] / result["local_samples_per_s"]
+    )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(
         f"samples/s: local {result['local_samples_per_s']:.0f}, remote "
         f"{result['remote_samples_per_s']:.0f} at {args.latency_ms:.0f} ms "
-        f"(remote/local {result['remote_over_local']:.2f}); runs local {local_rates}, "
-        f"remote {remote_rates}"
+        f"(remote/local {result['remote_over_local']:.2f}); disk cache "
+        f"{result['remote_disk_samples_per_s']:.0f} ({result['remote_disk_over_local']:.2f}); "
+        f"runs local {local_rates}, remote {remote_rates}, disk {rates['remote_disk']}"
+    )
+    print(
+        "CPU ms per batch (client, server): "
+        + ", ".join(
+            f"{m} ({1e3 * c:.1f}, {1e3 * v:.1f})" for m, (c, v) in result["cpu_s_per_batch"].items()
+        )
     )
     print(
         f"per sample: {result['bytes_fetched_per_sample'] / 1e3:.1f} KB fetched for "

@@ -251,3 +251,73 @@ def test_worker_processes_read_remote_batches_equal_to_local(converted, clean):
         for a in want:
             b = next(remote)
             assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_sweep_fetches_every_record_within_its_window_at_its_phase():
+    from jaxload.storage.prefetch import _fetch_time
+
+    rng = np.random.default_rng(1)
+    for lead, period in ((1, 1), (3, 6), (5, 17)):
+        for use, phase in zip(rng.integers(0, 500, 200), rng.random(200), strict=True):
+            at = _fetch_time(int(use), lead, period, float(phase))
+            assert use - lead - period < at <= use - lead  # in the window, before the lead
+            assert (at - int(phase * period)) % period == 0  # when the cursor passes it
+
+
+def test_close_fails_fetches_in_flight_and_a_later_read_works(converted, clean):
+    local = jaxload.open(converted, delta_timestamps=WINDOWS)
+    remote = _remote(clean)
+    store = remote.remote_store
+    store.load_offsets([0])
+    clean.set(latency_s=0.5)
+    futures = store.fetch([(0, r) for r in range(4)])
+    store.close()
+    for future in futures.values():
+        with pytest.raises(DatasetError, match="closed while this record was being fetched"):
+            future.result(timeout=5)
+    clean.set(latency_s=0.02)
+    assert _same(local[3], remote[3])
+
+
+def test_disk_cache_serves_verified_records_and_refetches_a_damaged_file(
+    converted, clean, tmp_path, caplog
+):
+    local = jaxload.open(converted, delta_timestamps=WINDOWS)
+    cache_dir = tmp_path / "cache"
+    remote = _remote(clean, cache_dir=str(cache_dir))
+    positions = [0, 5, 9]
+    assert all(_same(local[p], remote[p]) for p in positions)
+    (directory,) = cache_dir.iterdir()  # this process's own
+    files = list(directory.iterdir())
+    assert files and remote.remote_store.stats()["cache_records"] == len(files)
+    for f in files:  # damage every cached record on disk
+        data = bytearray(f.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        f.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="jaxload.storage"):
+        assert all(_same(local[p], remote[p]) for p in positions)
+    assert any("changed on disk" in r.getMessage() for r in caplog.records)
+
+
+def test_disk_cache_removes_only_directories_of_dead_processes(tmp_path):
+    import subprocess
+    import sys
+
+    from jaxload.storage.cache import RecordCache
+
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    orphan = tmp_path / f"jaxload-cache-{int(dead.stdout)}-abc"
+    orphan.mkdir()
+    (orphan / "0").write_bytes(b"x")
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's")
+    cache = RecordCache(100, tmp_path)
+    cache.plan("a", 1)
+    cache.put("a", b"y" * 10)
+    assert not orphan.exists() and mine.read_text() == "the user's"
+    assert cache.get("a", 1) == b"y" * 10
+    directory = cache._data.directory
+    cache.close()
+    assert not (tmp_path / directory).exists() and mine.exists()

@@ -149,6 +149,10 @@ class Loader:
         if self._iterator is not None:
             self._iterator.close()
             self._iterator = None
+        for dataset in self.datasets:  # remote datasets: stop fetching ahead
+            store = getattr(dataset, "remote_store", None)
+            if store is not None:
+                store.close()
         _RUNNING.discard(self)
 
     def __enter__(self) -> Loader:

@@ -10,6 +10,10 @@ planned batch needs are evicted least recently used first.
     cache.put(("shard", 0, 17), payload)
     cache.get(("shard", 0, 17), batch=12)        # payload (a hit); next use: none planned
 
+Records live in memory, or with `directory` in files under it (a budget larger than
+RAM: `RemoteOptions(cache_dir=...)`), each file checked against the xxh3 of what was put
+when read back; a file that fails the check is a miss, fetched again, never returned.
+
 `simulate` replays an access sequence under this policy or LRU at the same budget
 (benchmarks/bench_remote.py compares them on a loader's real future order).
 """
@@ -17,21 +21,117 @@ planned batch needs are evicted least recently used first.
 from __future__ import annotations
 
 import collections
+import contextlib
 import heapq
 import itertools
+import logging
+import os
+import re
+import shutil
+import tempfile
 import threading
+import weakref
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 NEVER = 1 << 62  # next use of a record no planned batch reads
 
+log = logging.getLogger(__name__)
+
+
+class MemoryPayloads(dict):
+    """Cached records in memory: key -> bytes."""
+
+    def size(self, key: Hashable) -> int:
+        return len(self[key])
+
+    def close(self) -> None:
+        self.clear()
+
+
+class DiskPayloads:
+    """Cached records as files in a directory of this process under `root`, removed on
+    close (and, if the process died, by the next process that opens a cache there). Each
+    file is checked against the xxh3 of the bytes put when read back."""
+
+    PATTERN = re.compile(r"jaxload-cache-(\d+)-")
+
+    def __init__(self, root: str | os.PathLike):
+        os.makedirs(root, exist_ok=True)
+        _remove_orphans(root, self.PATTERN)
+        self.directory = tempfile.mkdtemp(prefix=f"jaxload-cache-{os.getpid()}-", dir=root)
+        self._remove = weakref.finalize(self, shutil.rmtree, self.directory, True)
+        self._index: dict[Hashable, tuple[int, int, str]] = {}  # key -> (size, xxh3, file)
+        self._names = itertools.count()
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._index
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def size(self, key: Hashable) -> int:
+        return self._index[key][0]
+
+    def __setitem__(self, key: Hashable, data: bytes) -> None:
+        from xxhash import xxh3_64_intdigest
+
+        path = os.path.join(self.directory, str(next(self._names)))
+        with open(path, "wb") as f:
+            f.write(data)
+        self._index[key] = (len(data), xxh3_64_intdigest(data), path)
+
+    def get(self, key: Hashable) -> bytes | None:
+        from xxhash import xxh3_64_intdigest
+
+        entry = self._index.get(key)
+        if entry is None:
+            return None
+        size, digest, path = entry
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            data = b""
+        if len(data) != size or xxh3_64_intdigest(data) != digest:
+            log.warning("cache file %s changed on disk; fetching its record again", path)
+            self.pop(key)
+            return None
+        return data
+
+    def pop(self, key: Hashable) -> None:
+        _, _, path = self._index.pop(key)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+    def close(self) -> None:
+        self._index.clear()
+        self._remove()
+
+
+def _remove_orphans(root: str | os.PathLike, pattern: re.Pattern) -> None:
+    """Removes cache directories under `root` whose process is gone (only jaxload's)."""
+    for name in os.listdir(root):
+        match = pattern.match(name)
+        if not match:
+            continue
+        try:
+            os.kill(int(match[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
+
 
 class RecordCache:
-    """Thread-safe map key -> bytes under `budget_bytes`, evicting by furthest next use."""
+    """Thread-safe map key -> bytes under `budget_bytes`, evicting by furthest next use;
+    in memory, or in files under `directory`."""
 
-    def __init__(self, budget_bytes: int):
+    def __init__(self, budget_bytes: int, directory: str | os.PathLike | None = None):
         self.budget_bytes = int(budget_bytes)
-        self._data: dict[Hashable, bytes] = {}
+        self._data: MemoryPayloads | DiskPayloads = (
+            MemoryPayloads() if directory is None else DiskPayloads(directory)
+        )
         self._uses: dict[Hashable, collections.deque[int]] = {}
         self._heap: list[tuple[int, int, Hashable]] = []  # (-next use, seq, key)
         self._entry: dict[Hashable, int] = {}  # key -> seq of its live heap entry
@@ -67,9 +167,13 @@ class RecordCache:
         with self._lock:
             if batch is not None:
                 self._consume(key, batch)
-            data = self._data.get(key)
+            size = self._data.size(key) if key in self._data else None
+            data = self._data.get(key) if size is not None else None
             if data is None:
                 self.misses += 1
+                if size is not None:  # a cache file that failed its check: dropped
+                    self.bytes -= size
+                    self._entry.pop(key, None)
                 return None
             self.hits += 1
             self._push(key)
@@ -77,7 +181,16 @@ class RecordCache:
 
     def peek(self, key: Hashable) -> bytes | None:
         """The cached bytes or None, without counting a hit or a miss."""
-        return self._data.get(key)
+        with self._lock:
+            return self._data.get(key)
+
+    def close(self) -> None:
+        """Drops every record (and a disk cache's directory)."""
+        with self._lock:
+            self._data.close()
+            self._heap.clear()
+            self._entry.clear()
+            self.bytes = 0
 
     def consume(self, key: Hashable, batch: int) -> None:
         """Batch `batch` read `key` (served without the cache, e.g. from a fetch in flight)."""
@@ -100,7 +213,8 @@ class RecordCache:
                 if self._entry.get(victim) != seq:
                     continue  # stale: the key was re-prioritised or evicted since
                 del self._entry[victim]
-                self.bytes -= len(self._data.pop(victim))
+                self.bytes -= self._data.size(victim)
+                self._data.pop(victim)
                 self.evictions += 1
 
     def _consume(self, key: Hashable, batch: int) -> None:

@@ -1,20 +1,29 @@
-"""Fetching ahead from the known order: the records of the next batches of remote datasets
-are requested before those batches are read.
+"""Fetching ahead from the known order: each record a future batch reads is requested at
+a moment chosen so that one pass over the dataset's bytes serves many batches.
 
 The sample at every future global position is known ((seed, position) -> dataset,
 episode, frame: `SampleStream.locate`), so before batch k is read, this process's next
 batches (k + step, k + 2 step, ...; `step` is the number of worker processes, which
-read batches round robin) are planned: their records go into the cache's furthest-next-use
-bookkeeping and the missing ones are fetched, coalesced over the whole planned window.
-Planning happens in rounds as large as the cache holds, started when the planned lead
-falls below a few request latencies, so one round's requests span many batches. Nothing here changes what a batch holds: with or without it a batch reads the
-same verified records.
+read batches round robin) up to a window of W batches are planned: their records go into
+the cache's furthest-next-use bookkeeping, each with a time to fetch it.
+
+The fetch times make a sweep. A sample-level shuffle scatters a batch's records over the
+whole dataset, so requests either stay small (one per record: request overhead) or merge
+across gaps (bytes nobody reads). The sweep makes merged requests dense: a virtual cursor
+passes over the dataset's bytes once every P = W - L batches, and a record needed by batch
+j is fetched when the cursor last passes it at least L batches (the lead, a few request
+latencies) before j. Records fetched in one step then lie next to each other, so
+merging them wastes little, while the cache only holds each record from its fetch to its
+use (on average L + P/2 batches, which is what sizes W to the cache). Nothing here
+changes what a batch holds: with or without it a batch reads the same verified records.
 
     read = with_lookahead(ReadBatch(...), step=max(1, num_workers))   # loader.py does this
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from typing import Any
@@ -26,7 +35,8 @@ MAX_DEPTH = 1024
 
 
 class Lookahead:
-    """Per process: which future batches are planned, and the batch interval measured."""
+    """Per process: which future batches are planned, when each record is fetched, and the
+    batch interval measured."""
 
     def __init__(self, read_batch: Any, step: int):
         self.read_batch = read_batch
@@ -36,6 +46,8 @@ class Lookahead:
         self._last_start: float | None = None
         self._interval: float | None = None
         self._batch_bytes: float | None = None  # stored bytes a batch reads (measured)
+        self._due: list[tuple[int, int, int, tuple[int, int]]] = []  # (fetch at, seq, d, key)
+        self._seq = itertools.count()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"read_batch": None, "step": self.step}  # rebuilt by LookaheadReadBatch
@@ -51,7 +63,7 @@ class Lookahead:
         ]
 
     def before(self, k: int) -> None:
-        """Batch k is about to be read on this thread: plan (and fetch) ahead of it."""
+        """Batch k is about to be read on this thread: plan ahead of it and fetch what is due."""
         remote.CURRENT.batch = k
         stores = self.stores()
         if not stores:
@@ -61,31 +73,29 @@ class Lookahead:
             if self._last_start is not None:
                 self._interval = _ema(self._interval, (now - self._last_start) * self.step)
             self._last_start = now
+            if self._planned_to is None or self._planned_to < k:
+                self._planned_to = k - self.step  # (re)start planning at k
+                self._due.clear()
             if self._batch_bytes is None:  # first batch: measure what one batch reads
-                self._planned_to = k
-                batches = [k]
+                lead, period, horizon = 0, 1, k
             else:
-                batches = self._next_round(k, stores)
-        if batches:
-            self._plan(batches, stores)
+                marks = [s.lookahead(self._interval, self._batch_bytes) for _, s in stores]
+                lead = min(m[0] for m in marks)
+                window = min(min(m[1] for m in marks), MAX_DEPTH)
+                lead, period, horizon = lead, max(1, window - lead), k + window * self.step
+            batches = list(range(self._planned_to + self.step, horizon + 1, self.step))
+            self._planned_to = max(self._planned_to, horizon)
+            self._plan(batches, stores, lead * self.step, period * self.step)
+            due = self._pop_due(k)
+        for d, store in stores:
+            if due.get(d):
+                store.fetch(due[d])
 
-    def _next_round(self, k: int, stores: list[tuple[int, Any]]) -> list[int]:
-        """The batches of the next planning round (none while the lead is enough)."""
-        marks = [s.lookahead(self._interval, self._batch_bytes) for _, s in stores]
-        low, depth = min(m[0] for m in marks), min(m[1] for m in marks)
-        if self._planned_to is None or self._planned_to < k:
-            self._planned_to = k - self.step  # (re)start planning at k
-        # Plan in rounds: nothing until the lead falls below `low`, then up to `depth`.
-        if self._planned_to >= k + low * self.step:
-            return []
-        horizon = k + min(depth, MAX_DEPTH) * self.step
-        batches = list(range(self._planned_to + self.step, horizon + 1, self.step))
-        self._planned_to = horizon
-        return batches
-
-    def _plan(self, batches: list[int], stores: list[tuple[int, Any]]) -> None:
+    def _plan(
+        self, batches: list[int], stores: list[tuple[int, Any]], lead: int, period: int
+    ) -> None:
+        """Plans the uses of `batches` in the caches and schedules each record's fetch."""
         stream = self.read_batch.stream
-        wanted: dict[int, list[tuple[int, int]]] = {d: [] for d, _ in stores}
         sizes = 0.0
         for j in batches:
             dataset_ids, positions = stream.locate(self.read_batch.positions(j))
@@ -94,24 +104,30 @@ class Lookahead:
                 if not len(mine):
                     continue
                 keys = self.read_batch.datasets[d].record_keys(mine.tolist())
-                for shard, record in keys.tolist():
-                    store.cache.plan((shard, record), j)
-                    wanted[d].append((shard, record))
-        for d, store in stores:
-            if wanted[d]:
-                futures = store.fetch(wanted[d])
-                sizes += _stored_bytes(store, futures)
+                unique = sorted(set(map(tuple, keys.tolist())))
+                store.load_offsets({shard for shard, _ in unique})
+                for key in unique:
+                    store.cache.plan(key, j)
+                    at = _fetch_time(j, lead, period, store.phase(key))
+                    heapq.heappush(self._due, (at, next(self._seq), d, key))
+                    sizes += store.record_bytes(key)
         if batches:
-            with self._lock:
-                self._batch_bytes = max(self._batch_bytes or 1.0, sizes / len(batches))
+            self._batch_bytes = max(self._batch_bytes or 1.0, sizes / len(batches))
+
+    def _pop_due(self, k: int) -> dict[int, list[tuple[int, int]]]:
+        due: dict[int, list[tuple[int, int]]] = {}
+        while self._due and self._due[0][0] <= k:
+            _, _, d, key = heapq.heappop(self._due)
+            due.setdefault(d, []).append(key)
+        return due
 
 
-def _stored_bytes(store: Any, futures: dict) -> float:
-    total = 0
-    for shard, record in futures:
-        offsets = store.offsets(shard)
-        total += int(offsets[record + 1] - offsets[record])
-    return float(total)
+def _fetch_time(use: int, lead: int, period: int, phase: float) -> int:
+    """The last batch at or before `use - lead` at which the sweep's cursor (one pass over
+    the dataset every `period` batches) is at `phase` (0..1) of the dataset's bytes."""
+    latest = use - lead
+    offset = int(phase * period)
+    return latest - ((latest - offset) % period)
 
 
 def _ema(previous: float | None, value: float, weight: float = 0.2) -> float:

@@ -51,10 +51,14 @@ class RemoteOptions:
 
     Attributes:
         cache_bytes: budget of the verified-record cache, per process. Default 512 MiB.
+        cache_dir: keep the cached records in files under this directory (a budget larger
+            than memory, on a local disk) instead of in memory; each process uses its own
+            subdirectory, removed when the process ends.
         concurrency: range requests in flight at once, per process.
-        lookahead: batches fetched ahead of the one being read; None: as many as 80% of
-            the cache holds, refilled when the lead falls below a few measured request
-            latencies at the measured batch interval.
+        lookahead: batches planned ahead of the one being read (the window of
+            `jaxload.storage.prefetch`'s sweep); None: sized so the records fetched ahead
+            fit in 80% of the cache, each fetched at least a few measured request
+            latencies (at the measured batch interval) before its batch.
         coalesce_bytes: ranges of a shard closer than this are fetched as one request;
             None: measured latency × measured bandwidth (64 KiB .. 8 MiB).
         max_request_bytes: the largest merged request.
@@ -63,6 +67,7 @@ class RemoteOptions:
     """
 
     cache_bytes: int = 512 << 20
+    cache_dir: str | None = None
     concurrency: int = 16
     lookahead: int | None = None
     coalesce_bytes: int | None = None
@@ -116,7 +121,8 @@ class RemoteStore:
         self._offsets: dict[int, np.ndarray] = {}
         self._inflight: dict[Key, cf.Future] = {}
         self._pool: cf.ThreadPoolExecutor | None = None
-        self.cache = RecordCache(self.options.cache_bytes)
+        self._generation = 0  # close() bumps it: requests queued before then are dropped
+        self.cache = RecordCache(self.options.cache_bytes, self.options.cache_dir)
         self._checked_version = False
         self._counts = dict.fromkeys(
             ("requests", "bytes_fetched", "records_fetched", "waits", "retries_s"), 0
@@ -149,13 +155,26 @@ class RemoteStore:
                 )
             return self._pool
 
-    def _get(self, relative: str, start: int | None = None, end: int | None = None) -> bytes:
-        """Bytes of one object (or a range of it), retried; timed for the estimates."""
+    def _get(
+        self,
+        relative: str,
+        start: int | None = None,
+        end: int | None = None,
+        generation: int | None = None,
+    ) -> bytes:
+        """Bytes of one object (or a range of it), retried (until close(), for a request
+        of `generation`); timed for the estimates."""
         fs, root = self._filesystem()
         path = join(root, relative)
         began = time.monotonic()
+
+        def attempt() -> bytes:
+            if generation is not None and generation != self._generation:
+                raise DatasetError(f"{self.url}: closed while fetching {relative}")
+            return fs.cat_file(path, start=start, end=end)
+
         data = call_with_retries(
-            lambda: fs.cat_file(path, start=start, end=end),
+            attempt,
             what=join(self.url, relative) + ("" if start is None else f" bytes {start}..{end}"),
             policy=self.options.retry,
             missing=f"dataset {self.url}",
@@ -286,8 +305,9 @@ class RemoteStore:
                         self._inflight[key] = future
                         new.append(key)
                 futures[key] = future
+        generation = self._generation
         for request in self._requests(new):
-            self.pool().submit(self._fetch_range, request)
+            self.pool().submit(self._fetch_range, request, generation)
         return futures
 
     def _requests(self, keys: Sequence[Key]) -> list[tuple[int, int, int, list[int]]]:
@@ -306,11 +326,13 @@ class RemoteStore:
             out.append((shard, start, end, [record]))
         return out
 
-    def _fetch_range(self, request: tuple[int, int, int, list[int]]) -> None:
+    def _fetch_range(self, request: tuple[int, int, int, list[int]], generation: int) -> None:
         shard, start, end, records = request
         keys = [(shard, r) for r in records]
+        if generation != self._generation:
+            return  # queued before close(): its futures have failed already
         try:
-            data = self._get(layout.shard_path(shard), start, end)
+            data = self._get(layout.shard_path(shard), start, end, generation)
             if len(data) != end - start:
                 raise CorruptRecordError(
                     f"{join(self.url, layout.shard_path(shard))}: bytes {start}..{end} came back "
@@ -321,11 +343,12 @@ class RemoteStore:
             for key, record in zip(keys, records, strict=True):
                 first, last = int(offsets[record]) - start, int(offsets[record + 1]) - start
                 payload = self._verify(shard, record, view[first:last], first + start)
-                self.cache.put(key, payload)
                 with self._lock:
+                    future = self._inflight.pop(key, None)
                     self._counts["records_fetched"] += 1
-                    future = self._inflight.pop(key)
-                future.set_result(payload)
+                if future is not None:  # None: close() failed it meanwhile
+                    self.cache.put(key, payload)
+                    future.set_result(payload)
         except BaseException as error:
             with self._lock:
                 pending = [self._inflight.pop(k) for k in keys if k in self._inflight]
@@ -385,24 +408,44 @@ class RemoteStore:
         )
 
     def lookahead(self, batch_interval_s: float | None, batch_bytes: float) -> tuple[int, int]:
-        """(low-water mark, depth) in batches. Fetching starts again when fewer than `low`
-        planned batches are left: enough to cover a few request latencies at the measured
-        batch interval. It then plans up to `depth` batches ahead, as many as the cache
-        holds (80% of it), so one round's requests cover as many batches as possible: the
-        denser the needed records in a range, the fewer bytes a merged request wastes."""
-        fits = max(2, int(0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0)))
-        if self.options.lookahead is not None:
-            depth = int(self.options.lookahead)
-            return max(1, depth // 2), depth
+        """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`. The lead
+        covers a few request latencies at the measured batch interval; the window W is as
+        large as the cache holds: a record stays cached from its fetch to its use, on
+        average lead + (W - lead) / 2 batches, and that times the bytes a batch reads must
+        fit in 80% of the budget."""
+        fits = max(2.0, 0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0))
         interval = batch_interval_s if batch_interval_s else 0.01
-        low = math.ceil(3 * self.latency_s / max(interval, 1e-3)) + 1
-        low = max(1, min(low, fits // 2))
-        return low, max(fits, low + 1)
+        lead = math.ceil(3 * self.latency_s / max(interval, 1e-3)) + 1
+        lead = max(1, min(lead, int(fits) // 2))
+        if self.options.lookahead is not None:
+            window = max(1, int(self.options.lookahead))
+            return min(lead, max(1, window // 2)), window
+        return lead, max(lead + 1, int(2 * fits) - lead)
+
+    def phase(self, key: Key) -> float:
+        """Where record `key` lies in the dataset's bytes, 0..1 (shards in order)."""
+        shard, record = key
+        offsets = self._offsets[shard]
+        return (shard + int(offsets[record]) / max(1, int(offsets[-1]))) / self.info.num_shards
+
+    def record_bytes(self, key: Key) -> int:
+        offsets = self._offsets[key[0]]
+        return int(offsets[key[1] + 1] - offsets[key[1]])
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Stops fetching: queued requests are dropped and the records in flight fail with
+        an error (requests already on the wire finish in the background and are discarded).
+        A later read starts again with the cache as it is."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            pending, self._inflight = self._inflight, {}
+            self._generation += 1
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        closed = DatasetError(f"{self.url}: closed while this record was being fetched")
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(closed)
 
 
 def _ema(previous: float | None, value: float, weight: float = 0.2) -> float:

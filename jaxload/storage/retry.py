@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from jaxload.errors import SourceError
 
-log = logging.getLogger("jaxload.convert")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TRANSIENT = "transient"

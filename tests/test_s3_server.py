@@ -1,0 +1,77 @@
+"""The S3 test server's ranged-GET fast path (tests/s3_server.py), in process through
+werkzeug's test client: moto reads a whole object to answer a ranged GET (the cost the
+fast path removes), and the fast path answers exactly as moto does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("moto")
+
+from moto.s3 import models
+from moto.server import DomainDispatcherApplication, create_backend_app
+from werkzeug.test import Client
+
+from tests.s3_server import RangedGets
+
+AUTH = {"Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/s3/aws4_request"}
+
+
+@pytest.fixture(scope="module")
+def servers():
+    moto_app = DomainDispatcherApplication(create_backend_app)
+    plain, fast = Client(moto_app), Client(RangedGets(moto_app))
+    payload = np.random.default_rng(0).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
+    assert plain.put("/rg-bucket", headers=AUTH).status_code == 200
+    assert plain.put("/rg-bucket/dir/shard-0", data=payload, headers=AUTH).status_code == 200
+    return plain, fast, payload
+
+
+def test_moto_reads_the_whole_object_for_a_ranged_get(servers, monkeypatch):
+    """The bug the fast path works around: remove RangedGets when this fails."""
+    plain, _, payload = servers
+    lengths = []
+    original = models.FakeKey.value.fget
+
+    def counting(key):
+        data = original(key)
+        lengths.append(len(data))
+        return data
+
+    monkeypatch.setattr(models.FakeKey, "value", property(counting, models.FakeKey.value.fset))
+    response = plain.get("/rg-bucket/dir/shard-0", headers={**AUTH, "Range": "bytes=10-19"})
+    assert response.status_code == 206 and response.data == payload[10:20]
+    assert lengths and max(lengths) == len(payload)  # 3 MiB read for 10 bytes
+
+
+@pytest.mark.parametrize(
+    "first,last",
+    [(0, 0), (10, 19), (1000, 1 << 20), ((3 << 20) - 5, (3 << 20) - 1), (100, 10 << 20)],
+)
+def test_fast_path_answers_as_moto_does(servers, first, last):
+    plain, fast, payload = servers
+    headers = {**AUTH, "Range": f"bytes={first}-{last}"}
+    want, got = (
+        plain.get("/rg-bucket/dir/shard-0", headers=headers),
+        fast.get("/rg-bucket/dir/shard-0", headers=headers),
+    )
+    assert got.status_code == want.status_code == 206
+    assert got.data == want.data == payload[first : last + 1]
+    for name in ("Content-Range", "Content-Length", "ETag", "Last-Modified"):
+        assert got.headers[name] == want.headers[name], name
+
+
+@pytest.mark.parametrize(
+    "path,range_",
+    [
+        ("/rg-bucket/dir/missing", "bytes=0-9"),
+        ("/rg-nobucket/x", "bytes=0-9"),
+        ("/rg-bucket/dir/shard-0", "bytes=9999999-99999999"),
+    ],
+)
+def test_anything_else_is_answered_by_moto(servers, path, range_):
+    plain, fast, _ = servers
+    headers = {**AUTH, "Range": range_}
+    want, got = plain.get(path, headers=headers), fast.get(path, headers=headers)
+    assert got.status_code == want.status_code >= 400
