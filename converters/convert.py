@@ -11,6 +11,8 @@
    finished unit's part and record are written atomically as it completes.
 5. Parts are assembled into shards in episode order, metadata written
    (converters/assemble.py), and the finished dataset renamed to OUT in one step.
+6. An OUT that is a URL (s3://, gs://, hf://) is converted as above into a local staging
+   directory, then uploaded with meta/info.json last (converters/publish.py).
 
 So OUT never exists half-written, the output bytes depend only on the source, the
 options and the episode selection, and rerunning the same command after a crash (SIGKILL
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -63,6 +66,7 @@ from jaxload.converters.plan import (
     plan_units,
 )
 from jaxload.converters.progress import ConvertReport, ProgressBar
+from jaxload.converters.publish import finish_output, resolve_out
 from jaxload.converters.remote import RetryPolicy
 from jaxload.converters.sizes import conversion_sizes
 from jaxload.converters.sources import open_files, open_source
@@ -106,6 +110,9 @@ def convert(
     ray_address: str | None = None,
     hub_client: HubClient | None = None,
     filesystem: Any = None,
+    work_dir: str | os.PathLike | None = None,
+    keep_local: bool = False,
+    storage_options: dict[str, Any] | None = None,
 ) -> ConvertReport:
     """Converts the LeRobot dataset at `src` (v3.0 or v2.1; a directory, an fsspec URL
     or a hub id) into a jaxload dataset at `out`.
@@ -122,6 +129,12 @@ def convert(
     them). `restart`: discard an interrupted conversion into `out` with other arguments.
     `hub_client` / `filesystem` replace huggingface_hub / the URL's fsspec filesystem.
 
+    `out` may be a URL (s3://, gs://, hf://): the dataset is converted into a local staging
+    directory under `work_dir` (default ~/.cache/jaxload/convert), then uploaded with
+    meta/info.json last, using `storage_options` (fsspec's; default: its environment and
+    configuration); the staging copy is removed after the upload unless `keep_local`. A
+    destination holding any object is refused (converters/publish.py).
+
     Example:
         >>> report = convert("data/demo", "out/demo_copy", workers=1, progress=False)
         >>> report.episodes, jaxload.open("out/demo_copy").fps
@@ -129,7 +142,7 @@ def convert(
 
     A full disk or an unwritable OUT raises a JaxloadError saying what a rerun does.
     """
-    out = Path(out)
+    target, out = resolve_out(out, work_dir, keep_local, storage_options, retry)
     check_out(out)
     with storage_errors(str(out)):
         started = time.perf_counter()
@@ -141,10 +154,12 @@ def convert(
         if _nonempty(out) and not partial.exists():
             raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
         created = not partial.exists()
-        lock = JobLock(partial, what=str(out))
+        lock = JobLock(partial, what=target.url if target is not None else str(out))
         lock.acquire()
         state: JobState | None = None
         try:
+            if target is not None:
+                target.refuse_unless_ours(partial)  # before reading anything of the source
             files = open_files(
                 src,
                 revision=revision,
@@ -156,8 +171,15 @@ def convert(
             source = open_source(files)
             job = _Job.plan(source, episodes, options, shard_bytes, _repo_id(files, repo_id))
             state = JobState.open(partial, job.document, restart=restart)
+            finish = functools.partial(finish_output, target, state, out, keep_local, progress)
+            if target is not None:
+                target.refuse_unless_ours(partial)  # --restart may have discarded our record
+                report = target.finished(state, out, started, keep_local=keep_local)
+                if report is not None:  # the upload completed; a run died cleaning up
+                    state.remove()
+                    return report
             if _nonempty(out):
-                return _already_published(state, out, started)
+                return finish(_already_published(state, out, started))
             reconcile(state, job.units)
             done = state.done_units()
             with make_engine(engine, workers, ray_address=ray_address) as runner:
@@ -174,7 +196,7 @@ def convert(
             crash_point("published")
             _publish(state.dataset_dir, out)
             crash_point("renamed")
-            state.remove()
+            return finish(_report(job, out, started, done, stats))
         except BaseException as e:
             if (state is None and created) or (state is not None and not state.has_work()):
                 shutil.rmtree(partial, ignore_errors=True)
@@ -187,7 +209,6 @@ def convert(
             raise
         finally:
             lock.release()
-        return _report(job, out, started, done, stats)
 
 
 # --- planning ---------------------------------------------------------------------------
@@ -507,7 +528,6 @@ def _already_published(state: JobState, out: Path, started: float) -> ConvertRep
     info = fmt.read_info(out)
     if info.fingerprint != published:
         raise JaxloadError(f"{out}: already exists and is not empty; refusing to overwrite it")
-    state.remove()
     return ConvertReport(
         out=out,
         episodes=info.total_episodes,

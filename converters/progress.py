@@ -78,7 +78,7 @@ class ProgressBar:
 class ConvertReport:
     """What a conversion did, printed at the end of `jaxload convert`."""
 
-    out: Path
+    out: Path | str  # a URL when the dataset was uploaded to object storage
     episodes: int
     frames: int
     seconds: float
@@ -96,6 +96,7 @@ class ConvertReport:
     worker_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     sizes: ConversionSizes | None = None  # where the output's bytes go, beside the source's
     camera_crf: dict[str, int] = dataclasses.field(default_factory=dict)  # chosen by a target
+    upload: str = ""  # what the upload to object storage did (converters/publish.py)
 
     @property
     def input_mb_per_s(self) -> float:
@@ -133,6 +134,8 @@ class ConvertReport:
                 lines.append(f"fidelity {cam}: exact (every frame identical to the source)")
             else:
                 lines.append(f"fidelity {cam}: PSNR min {lo:.2f} dB, mean {mean:.2f} dB{chosen}")
+        if self.upload:
+            lines.append(self.upload)
         return "\n".join(lines)
 
     def _size_lines(self) -> list[str]:

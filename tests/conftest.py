@@ -34,6 +34,7 @@ INTEGRATION_MODULES = {
     "test_convert_kinds",
     "test_convert_remote",
     "test_convert_resume",
+    "test_convert_to_s3",
     "test_convert_v21",
     "test_docstrings",
     "test_doctor",

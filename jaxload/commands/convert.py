@@ -3,6 +3,7 @@ or an fsspec URL) in, a jaxload dataset out. Rerunning the same command after a 
 resumes it; docs/CONVERT.md has the details."""
 
 import argparse
+import json
 import logging
 import sys
 
@@ -20,7 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="LeRobot dataset: a directory, a hub dataset id (lerobot/pusht) or an fsspec "
         "URL (hf://, gs://, s3://, file://)",
     )
-    parser.add_argument("out", help="output directory (must not exist, or be empty)")
+    parser.add_argument(
+        "out",
+        help="output directory (must not exist, or be empty), or an object-storage URL "
+        "(s3://, gs://, hf://; must hold no objects): converted locally, then uploaded with "
+        "meta/info.json last",
+    )
     parser.add_argument("--repo-id", help="recorded in the metadata as the source's hub repo id")
     parser.add_argument("--revision", help="hub branch, tag or commit (hub ids only; default main)")
     parser.add_argument(
@@ -77,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "directory, emptied as the conversion goes)",
     )
     parser.add_argument(
-        "--retries", type=int, default=None, help="attempts per remote read (default 6)"
+        "--retries", type=int, default=None, help="attempts per remote read or upload (default 6)"
     )
     parser.add_argument(
         "--restart",
@@ -85,6 +91,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="discard an interrupted conversion into OUT made with other arguments",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--work-dir",
+        help="URL OUT only: where the dataset is staged before its upload (default "
+        "~/.cache/jaxload/convert); a rerun resumes from there",
+    )
+    parser.add_argument(
+        "--keep-local",
+        action="store_true",
+        help="URL OUT only: keep the staged local copy after the upload (default: removed)",
+    )
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="URL OUT only: an fsspec storage option, repeatable (VALUE parsed as JSON when "
+        "it is JSON, e.g. endpoint_url=http://localhost:9000 or anon=false); default: "
+        "fsspec's environment and configuration",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
         retry = RetryPolicy(attempts=args.retries)
     shard_bytes = DEFAULT_SHARD_BYTES if args.shard_mb is None else int(args.shard_mb * 2**20)
+    try:
+        storage_options = _storage_options(args.storage_option)
+    except ValueError as e:
+        print(f"jaxload convert: error: {e}", file=sys.stderr)
+        return 2
     report = convert(
         args.src,
         args.out,
@@ -119,6 +149,24 @@ def run(args: argparse.Namespace) -> int:
         retry=retry,
         restart=args.restart,
         ray_address=args.ray_address,
+        work_dir=args.work_dir,
+        keep_local=args.keep_local,
+        storage_options=storage_options,
     )
     print(report.summary())
     return 0
+
+
+def _storage_options(pairs: list[str]) -> dict | None:
+    """--storage-option KEY=VALUE pairs as fsspec keyword arguments (VALUE as JSON when it
+    parses: numbers, booleans, objects such as client_kwargs={...}; else a string)."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--storage-option {pair!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    return options or None
