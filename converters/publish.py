@@ -47,6 +47,7 @@ from jaxload.storage.retry import (
     RemoteError,
     RetryCounter,
     RetryPolicy,
+    _chain,
     call_with_retries,
 )
 from jaxload.storage.urls import filesystem, is_url, join
@@ -73,17 +74,8 @@ class ObjectStoreError(OSError):
         self.status = status
 
 
-def _causes(error: BaseException) -> list[BaseException]:
-    chain: list[BaseException] = []
-    exc: BaseException | None = error
-    while exc is not None and all(exc is not c for c in chain):
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return chain
-
-
 def _status_of(error: BaseException) -> int | None:
-    for exc in _causes(error):
+    for exc in _chain(error):
         response = getattr(exc, "response", None)
         status = (
             response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -103,7 +95,7 @@ def _answered(fn):
         status = _status_of(e)
         if status is None:
             raise
-        text = str(_causes(e)[-1]).strip().splitlines()  # the store's own words, said once
+        text = str(list(_chain(e))[-1]).strip().splitlines()  # the store's own words, said once
         raise ObjectStoreError(text[0] if text else f"HTTP {status}", status) from e
 
 

@@ -82,7 +82,7 @@ class Lookahead:
                 marks = [s.lookahead(self._interval, self._batch_bytes) for _, s in stores]
                 lead = min(m[0] for m in marks)
                 window = min(min(m[1] for m in marks), MAX_DEPTH)
-                lead, period, horizon = lead, max(1, window - lead), k + window * self.step
+                period, horizon = max(1, window - lead), k + window * self.step
             batches = list(range(self._planned_to + self.step, horizon + 1, self.step))
             self._planned_to = max(self._planned_to, horizon)
             self._plan(batches, stores, lead * self.step, period * self.step)
