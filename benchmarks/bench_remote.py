@@ -1,7 +1,8 @@
 """Local vs remote, side by side in one run: the same converted dataset read from disk and
 from a real S3-compatible server on loopback (moto's server mode, a subprocess, behind a
 layer that adds `--latency-ms` per request; tests/s3_server.py), with a record cache of
-`--cache-fraction` of the dataset's bytes, kept in memory and (a third run) on disk
+`--cache-fraction` of the dataset's bytes: ranges through presigned URLs (the default where
+the store signs them), through s3fs (`signed_urls=False`), and with the cache on disk
 (`RemoteOptions(cache_dir=...)`).
 
 Reports samples/s of each, remote/local, bytes and requests per sample, the CPU seconds
@@ -117,7 +118,12 @@ def main(argv: list[str] | None = None) -> int:
 
     server = S3Server.start(latency_s=args.latency_ms / 1000)
     cache_dir = tempfile.mkdtemp(prefix="bench-remote-cache-")
-    modes = {"local": {}, "remote": {"cache_dir": None}, "remote_disk": {"cache_dir": cache_dir}}
+    modes = {
+        "local": {},
+        "remote": {},  # presigned URLs through urllib3, cache in memory
+        "remote_fsspec": {"signed_urls": False},  # every request through s3fs
+        "remote_disk": {"cache_dir": cache_dir},
+    }
     rates: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
     remote_stats = []
@@ -167,9 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         "cache_budget_bytes": budget,
         "local_samples_per_s": statistics.median(local_rates),
         "remote_samples_per_s": statistics.median(remote_rates),
+        "remote_fsspec_samples_per_s": statistics.median(rates["remote_fsspec"]),
         "remote_disk_samples_per_s": statistics.median(rates["remote_disk"]),
         "local_runs": local_rates,
         "remote_runs": remote_rates,
+        "remote_fsspec_runs": rates["remote_fsspec"],
         "remote_disk_runs": rates["remote_disk"],
         "cpu_s_per_batch": {  # (client, server), median over repeats
             m: [statistics.median(c[i] for c in cpu[m]) for i in (0, 1)] for m in modes
@@ -191,9 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"samples/s: local {result['local_samples_per_s']:.0f}, remote "
         f"{result['remote_samples_per_s']:.0f} at {args.latency_ms:.0f} ms "
-        f"(remote/local {result['remote_over_local']:.2f}); disk cache "
+        f"(remote/local {result['remote_over_local']:.2f}); through s3fs "
+        f"{result['remote_fsspec_samples_per_s']:.0f} "
+        f"({result['remote_fsspec_samples_per_s'] / result['local_samples_per_s']:.2f}); disk cache "
         f"{result['remote_disk_samples_per_s']:.0f} ({result['remote_disk_over_local']:.2f}); "
-        f"runs local {local_rates}, remote {remote_rates}, disk {rates['remote_disk']}"
+        f"runs local {local_rates}, remote {remote_rates}, s3fs {rates['remote_fsspec']}, "
+        f"disk {rates['remote_disk']}"
     )
     print(
         "CPU ms per batch (client, server): "

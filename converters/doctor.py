@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -28,10 +29,18 @@ from jaxload.tools.doctor import CheckResult, run_checks
 TIMESTAMP_TOLERANCE_S = 1e-4
 
 
-def check_source(path: str | os.PathLike, *, revision: str | None = None) -> list[CheckResult]:
-    """Runs the source checks; one CheckResult per check."""
+def check_source(
+    path: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> list[CheckResult]:
+    """Runs the source checks; one CheckResult per check. `storage_options` configure the
+    fsspec filesystem of a URL `path`."""
     with tempfile.TemporaryDirectory(prefix="jaxload-doctor-") as cache:
-        files = open_files(path, revision=revision, cache_dir=cache)
+        files = open_files(
+            path, revision=revision, cache_dir=cache, storage_options=storage_options
+        )
         return _checks(files)
 
 

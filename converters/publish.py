@@ -47,8 +47,8 @@ from jaxload.storage.retry import (
     RemoteError,
     RetryCounter,
     RetryPolicy,
-    _chain,
     call_with_retries,
+    describe,
 )
 from jaxload.storage.urls import filesystem, is_url, join
 
@@ -61,42 +61,6 @@ INFO = fmt.INFO_PATH
 
 class PublishError(JaxloadError):
     """The destination cannot take the dataset (not empty, not writable, upload failed)."""
-
-
-class ObjectStoreError(OSError):
-    """A store's error answer with its HTTP status as `status`, where retry.classify finds
-    it. botocore keeps the status in a dict (`response["ResponseMetadata"]`) and gcsfs in
-    `code`, which classify does not read: without this a 503 that outlasted s3fs's own
-    retries would count as permanent, and a 403 would not be reported as access denied."""
-
-    def __init__(self, message: str, status: int):
-        super().__init__(message)
-        self.status = status
-
-
-def _status_of(error: BaseException) -> int | None:
-    for exc in _chain(error):
-        response = getattr(exc, "response", None)
-        status = (
-            response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if isinstance(response, dict)
-            else getattr(exc, "code", None)
-        )
-        if isinstance(status, int) and 100 <= status <= 599:
-            return status
-    return None
-
-
-def _answered(fn):
-    """fn(), its failure re-raised as an ObjectStoreError when the store answered with a status."""
-    try:
-        return fn()
-    except Exception as e:
-        status = _status_of(e)
-        if status is None:
-            raise
-        text = str(list(_chain(e))[-1]).strip().splitlines()  # the store's own words, said once
-        raise ObjectStoreError(text[0] if text else f"HTTP {status}", status) from e
 
 
 class UploadSizeMismatch(ConnectionError):
@@ -185,12 +149,10 @@ class Destination:
 
     def _call(self, fn, what: str):
         try:
-            return call_with_retries(
-                lambda: _answered(fn), what=what, policy=self.policy, counter=self.counter
-            )
+            return call_with_retries(fn, what=what, policy=self.policy, counter=self.counter)
         except RemoteError as e:
             if e.kind == AUTH:  # retry.py's hint is about the hub: say what applies here
-                cause = e.__cause__ if e.__cause__ is not None else e
+                cause = describe(e.__cause__ if e.__cause__ is not None else e)
                 raise PublishError(
                     f"{what}: access denied ({cause}); check that the credentials (from the "
                     "environment, fsspec's configuration or --storage-option) may list and "

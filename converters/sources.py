@@ -57,20 +57,28 @@ def open_files(
     policy: RetryPolicy | None = None,
     hub_client: HubClient | None = None,
     filesystem: Any = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Files:
     """The files behind SRC (see the module docstring for the forms SRC takes). A hub id
     costs its first request here (the commit and the file list), so a SRC that is neither
     a local directory nor a hub dataset fails here, with one message.
 
     `hub_client` replaces huggingface_hub (tests stand a local directory in for the hub);
-    `filesystem` is an fsspec filesystem to use for a URL instead of building one.
+    `filesystem` is an fsspec filesystem to use for a URL instead of building one, and
+    `storage_options` configure the one built (endpoint, credentials).
     """
     text = os.fspath(src)
     is_url = "://" in text
     if revision is not None and (is_url or Path(text).exists()):
         raise JaxloadError(f"--revision {revision!r}: only a hub dataset id takes a revision")
     if is_url:
-        return FsspecFiles(text, cache_dir=cache_dir, policy=policy, fs=filesystem)
+        return FsspecFiles(
+            text,
+            cache_dir=cache_dir,
+            policy=policy,
+            fs=filesystem,
+            storage_options=storage_options,
+        )
     if Path(text).exists():
         return LocalFiles(text)
     if not is_repo_id(text):

@@ -9,7 +9,7 @@ import errno
 from collections.abc import Iterator
 from pathlib import Path
 
-from jaxload.errors import JaxloadError, SourceError
+from jaxload.errors import JaxloadError, RemoteError, SourceError
 
 INTERRUPTED = "rerun the same command to resume: the episodes already converted are kept"
 
@@ -46,7 +46,10 @@ def storage_errors(out: str) -> Iterator[None]:
 
 def _storage_message(error: BaseException, out: str) -> str | None:
     for e in _chain(error):
-        if isinstance(e, SourceError):  # reading the source failed: its own message says so
+        # Reading the source, or a request to remote storage, failed: its own message says
+        # so. (A RemoteError's cause may be an s3fs PermissionError with errno EACCES, which
+        # is no local permission problem.)
+        if isinstance(e, SourceError | RemoteError):
             return None
         code, text = getattr(e, "errno", None), str(e)
         if code in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in text:

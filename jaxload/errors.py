@@ -13,6 +13,25 @@ class DatasetError(JaxloadError):
     """A converted jaxload dataset is missing, malformed, or from another format version."""
 
 
+class RemoteError(JaxloadError):
+    """A request to remote storage (s3://, gs://, hf://, https://, the Hugging Face Hub)
+    failed: for good (missing, access denied, no such bucket) or after all its retries.
+
+    A transport failure, not a judgement of the data, and the same whether the converter
+    was reading a LeRobot source, uploading its output or the loader was reading a
+    converted dataset; hence its own branch, neither a SourceError nor a DatasetError.
+    The message names the URL. `kind` is one of `jaxload.storage.retry`'s TRANSIENT,
+    MISSING, AUTH, PERMANENT, OFFLINE, UNREACHABLE.
+    """
+
+    def __init__(self, message: str, kind: str = "permanent"):
+        # `kind` has a default so that the error unpickles (exceptions are rebuilt from
+        # `args` alone, then `__dict__` restores `kind`): a converter worker's RemoteError
+        # must reach the parent process as itself.
+        super().__init__(message)
+        self.kind = kind
+
+
 class WindowError(JaxloadError, ValueError):
     """`delta_timestamps` names an unknown key or holds offsets that are not frame multiples."""
 

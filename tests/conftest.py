@@ -28,6 +28,7 @@ INTEGRATION_MODULES = {
     "test_bench",
     "test_bench_convert",
     "test_bytes_read",
+    "test_cli_remote",
     "test_convert",
     "test_convert_engines",
     "test_convert_faults",

@@ -13,7 +13,8 @@ client's GIL. Control requests go to `/_jaxload/...`, which never reach moto.
 moto reads an object whole for every ranged GET (`FakeKey.value`, then a slice): 10 ms of
 server CPU per request on a 32 MB shard, a cost no real object store charges, which made
 byte-range reading look 5-10x dearer per request than it is. `RangedGets` serves a single
-`Range: bytes=a-b` GET of an existing object from the object's own buffer instead;
+`Range: bytes=a-b` GET of an existing object (plain or through a presigned URL) from the
+object's own buffer instead;
 everything else (missing objects, listings, writes) is moto's. tests/test_s3_server.py
 shows moto's whole-object read and checks the two paths return the same bytes and headers.
 """
@@ -37,6 +38,8 @@ CONTROL = "/_jaxload/"
 
 
 RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+# Query parameters of a presigned GET URL (SigV2; SigV4's all start with X-Amz-).
+SIGNED_URL_PARAMS = frozenset({"AWSAccessKeyId", "Signature", "Expires", "x-amz-security-token"})
 
 
 class RangedGets:
@@ -56,7 +59,9 @@ class RangedGets:
 
     def serve(self, environ: dict, start_response: Any) -> list[bytes] | None:
         match = RANGE.fullmatch(environ.get("HTTP_RANGE", ""))
-        if environ["REQUEST_METHOD"] != "GET" or environ.get("QUERY_STRING") or not match:
+        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+        presigned = all(name in SIGNED_URL_PARAMS or name.startswith("X-Amz-") for name in query)
+        if environ["REQUEST_METHOD"] != "GET" or not presigned or not match:
             return None
         bucket, _, name = environ.get("PATH_INFO", "").lstrip("/").partition("/")
         try:
@@ -109,6 +114,8 @@ class FaultLayer:
                 status = None
         if status is not None:
             start_response(f"{status} Injected", [("Content-Type", "application/xml")])
+            if environ["REQUEST_METHOD"] == "HEAD":
+                return [b""]  # a body after a HEAD's headers breaks the client's next read
             body = (
                 b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code>"
                 b"<Message>injected fault</Message></Error>"

@@ -4,6 +4,7 @@ through s3fs. Every check compares with the same converted dataset read locally.
 
 import json
 import logging
+import os
 import shutil
 
 import numpy as np
@@ -153,15 +154,17 @@ def test_local_state_restores_on_the_remote_copy(converted, clean):
     assert all(np.array_equal(want[k], got[k]) for k in want)
 
 
-def test_transient_faults_are_retried_and_the_data_is_unchanged(converted, clean):
+@pytest.mark.parametrize("signed", [True, False], ids=["signed-urls", "fsspec"])
+def test_transient_faults_are_retried_and_the_data_is_unchanged(converted, clean, signed):
     local = jaxload.open(converted, delta_timestamps=WINDOWS)
-    remote = _remote(clean)
+    remote = _remote(clean, signed_urls=signed)
     clean.reset_counters()
-    # 503 SlowDown on the shard's next requests: s3fs/botocore retry some, our policy the rest.
-    clean.set(fail={"match": "shard-00000.array_record", "status": 503, "count": 6})
+    # 503 SlowDown on the shard's next requests (fewer than FAST_RETRY's attempts).
+    clean.set(fail={"match": "shard-00000.array_record", "status": 503, "count": 3})
     for got, want in zip(remote[[0, 50, 100]], local[[0, 50, 100]], strict=True):
         assert _same(got, want)
-    assert clean.counters()["requests"] >= 6
+    assert clean.counters()["requests"] >= 3
+    assert remote.remote_store.stats()["transport"] == ("signed" if signed else "fsspec")
 
 
 def test_missing_object_fails_fast_naming_its_url(converted, clean, tmp_path):
@@ -173,7 +176,9 @@ def test_missing_object_fails_fast_naming_its_url(converted, clean, tmp_path):
     clean.reset_counters()
     with pytest.raises(JaxloadError, match=r"s3://bucket/broken/data/shard-00000\.array_record"):
         remote[0]
-    assert clean.counters()["requests"] <= 4  # no retries for a 404
+    # info.json, the offsets, 2 to check presigned URLs, 1 for the shard: no retries for a
+    # 404 (FAST_RETRY would add 3)
+    assert clean.counters()["requests"] <= 6
 
 
 def test_missing_dataset_fails_fast_naming_its_url(clean):
@@ -240,17 +245,29 @@ def test_optimal_policy_beats_lru_on_a_loader_order():
     assert simulate(accesses, sizes, 10**9, "lru")["hit_rate"] == pytest.approx(0.8)
 
 
-def test_worker_processes_read_remote_batches_equal_to_local(converted, clean):
+def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, tmp_path):
     kwargs = dict(global_batch_size=8, seed=2, delta_timestamps=WINDOWS)
     with jaxload.make_loader(converted, num_workers=0, **kwargs) as local:
         want = [next(local) for _ in range(4)]
+    cache_dir = tmp_path / "cache"
     remote = jaxload.make_loader(
-        "s3://bucket/ds", storage_options=clean.storage_options(), num_workers=2, **kwargs
+        "s3://bucket/ds",
+        storage_options=clean.storage_options(),
+        num_workers=2,
+        remote=RemoteOptions(cache_dir=str(cache_dir)),
+        **kwargs,
     )
     with remote:
         for a in want:
             b = next(remote)
             assert all(np.array_equal(a[k], b[k]) for k in a)
+        # The workers fetched; their counters reach the main process's loader.stats.
+        stats = remote.stats["s3://bucket/ds"]
+        assert stats["processes"] >= 2 and stats["records_fetched"] > 0
+        assert stats["transport"] == "signed"
+        # Only the reading processes made cache directories, the main one none.
+        owners = {int(d.name.split("-")[2]) for d in cache_dir.iterdir()}
+        assert owners and os.getpid() not in owners
 
 
 def test_sweep_fetches_every_record_within_its_window_at_its_phase():

@@ -3,12 +3,12 @@ or an fsspec URL) in, a jaxload dataset out. Rerunning the same command after a 
 resumes it; docs/CONVERT.md has the details."""
 
 import argparse
-import json
 import logging
 import sys
 
 # What a rerun does after Ctrl-C (printed by jaxload.cli) or a full disk.
 from jaxload.converters.storage import INTERRUPTED
+from jaxload.tools.dataset_path import add_storage_option, storage_options_of
 
 NAME = "convert"
 HELP = "convert a LeRobot dataset (directory, hub id or URL; v3.0 or v2.1) into a jaxload dataset"
@@ -101,15 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="URL OUT only: keep the staged local copy after the upload (default: removed)",
     )
-    parser.add_argument(
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="URL OUT only: an fsspec storage option, repeatable (VALUE parsed as JSON when "
-        "it is JSON, e.g. endpoint_url=http://localhost:9000 or anon=false); default: "
-        "fsspec's environment and configuration",
-    )
+    add_storage_option(parser, "URL OUT only")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,11 +117,6 @@ def run(args: argparse.Namespace) -> int:
             return 2
         retry = RetryPolicy(attempts=args.retries)
     shard_bytes = DEFAULT_SHARD_BYTES if args.shard_mb is None else int(args.shard_mb * 2**20)
-    try:
-        storage_options = _storage_options(args.storage_option)
-    except ValueError as e:
-        print(f"jaxload convert: error: {e}", file=sys.stderr)
-        return 2
     report = convert(
         args.src,
         args.out,
@@ -151,22 +138,7 @@ def run(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
         work_dir=args.work_dir,
         keep_local=args.keep_local,
-        storage_options=storage_options,
+        storage_options=storage_options_of(args),
     )
     print(report.summary())
     return 0
-
-
-def _storage_options(pairs: list[str]) -> dict | None:
-    """--storage-option KEY=VALUE pairs as fsspec keyword arguments (VALUE as JSON when it
-    parses: numbers, booleans, objects such as client_kwargs={...}; else a string)."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--storage-option {pair!r}: expected KEY=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except ValueError:
-            options[key] = value
-    return options or None

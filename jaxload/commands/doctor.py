@@ -3,11 +3,15 @@
 Examples:
     jaxload doctor path/to/lerobot_dataset   # before converting: what would break
     jaxload doctor out/pusht                 # a converted dataset, every record read once
+    jaxload doctor s3://bucket/pusht         # the same checks, records fetched by byte range
 
-A PATH that is neither a directory nor a hub dataset is one error line (exit status 1).
+A PATH that is neither a directory nor a hub dataset, or a URL with no dataset there, is
+one error line (exit status 1).
 """
 
 import argparse
+
+from jaxload.tools.dataset_path import add_storage_option
 
 NAME = "doctor"
 HELP = "check a LeRobot source or a jaxload dataset (exit status = failed checks)"
@@ -16,20 +20,29 @@ HELP = "check a LeRobot source or a jaxload dataset (exit status = failed checks
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "path",
-        help="a jaxload dataset directory, or a LeRobot source: a directory, a hub dataset "
-        "id (lerobot/pusht) or an fsspec URL",
+        help="a jaxload dataset: a directory or a URL (s3://, gs://, hf://, https://); or a "
+        "LeRobot source: a directory, a hub dataset id (lerobot/pusht) or an fsspec URL",
     )
+    add_storage_option(parser, "PATH a URL")
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.tools.doctor import check_dataset, is_jaxload_dataset
+    from jaxload.tools.dataset_path import (
+        JAXLOAD,
+        dataset_kind,
+        refuse_options_for_local,
+        storage_options_of,
+    )
+    from jaxload.tools.doctor import check_dataset
 
-    if is_jaxload_dataset(args.path):
-        kind, results = "jaxload dataset", check_dataset(args.path)
+    options = storage_options_of(args)
+    refuse_options_for_local(args.path, options)
+    if dataset_kind(args.path, options) == JAXLOAD:
+        kind, results = "jaxload dataset", check_dataset(args.path, options)
     else:
         from jaxload.converters.doctor import check_source
 
-        kind, results = "LeRobot source", check_source(args.path)
+        kind, results = "LeRobot source", check_source(args.path, storage_options=options)
     print(f"{args.path} ({kind})")
     for result in results:
         print(result.line())

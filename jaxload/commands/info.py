@@ -4,14 +4,18 @@ Examples:
     jaxload info out/pusht          # episodes, features, cameras, fidelity, stats
     jaxload info lerobot/pusht      # a LeRobot source: a directory, hub id or URL
     jaxload info out/pusht --json   # meta/info.json as it is
+    jaxload info s3://bucket/pusht --storage-option endpoint_url=http://minio:9000
+                                    # a jaxload dataset in object storage (its meta/ only)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+import tempfile
 from typing import Any
+
+from jaxload.tools.dataset_path import add_storage_option
 
 NAME = "info"
 HELP = "what is in a dataset (a jaxload dataset, or a LeRobot source before conversion)"
@@ -20,24 +24,38 @@ HELP = "what is in a dataset (a jaxload dataset, or a LeRobot source before conv
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "path",
-        help="a jaxload dataset directory, or a LeRobot source: a directory, a hub dataset "
-        "id (lerobot/pusht) or an fsspec URL",
+        help="a jaxload dataset: a directory or a URL (s3://, gs://, hf://, https://); or a "
+        "LeRobot source: a directory, a hub dataset id (lerobot/pusht) or an fsspec URL",
     )
     parser.add_argument("--json", action="store_true", help="print the metadata as JSON")
+    add_storage_option(parser, "PATH a URL")
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.tools.doctor import is_jaxload_dataset
+    from jaxload.tools.dataset_path import (
+        JAXLOAD,
+        dataset_kind,
+        refuse_options_for_local,
+        storage_options_of,
+    )
 
-    if is_jaxload_dataset(args.path):
-        return _dataset_info(args)
-    return _source_info(args)
+    options = storage_options_of(args)
+    refuse_options_for_local(args.path, options)
+    if dataset_kind(args.path, options) == JAXLOAD:
+        return _dataset_info(args, options)
+    return _source_info(args, options)
 
 
-def _source_info(args: argparse.Namespace) -> int:
+def _source_info(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
     from jaxload.converters.sources import open_files, open_source
 
-    source = open_source(open_files(args.path))
+    # A remote source's files are fetched into a cache; only meta/ is read here.
+    with tempfile.TemporaryDirectory(prefix="jaxload-info-") as cache:
+        files = open_files(args.path, cache_dir=cache, storage_options=options)
+        return _print_source(args, open_source(files))
+
+
+def _print_source(args: argparse.Namespace, source: Any) -> int:
     if args.json:
         print(json.dumps(source.info, indent=2))
         return 0
@@ -52,20 +70,25 @@ def _source_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dataset_info(args: argparse.Namespace) -> int:
+def _dataset_info(args: argparse.Namespace, options: dict[str, Any] | None) -> int:
     from jaxload import format as fmt
     from jaxload.format.reader import read_tasks
+    from jaxload.tools.dataset_path import locate
 
-    info = fmt.read_info(args.path)
-    if args.json:
-        print(json.dumps(info.to_json(), indent=2))
-        return 0
-    size = sum(f.stat().st_size for f in Path(args.path).rglob("*") if f.is_file())
+    where = locate(args.path, options)
+    with where.messages():
+        info = fmt.read_info(where.root)
+        if args.json:
+            print(json.dumps(info.to_json(), indent=2))
+            return 0
+        tasks = len(read_tasks(where.root))
+        stats = _stats_section(args.path, where.root)
+    size = where.total_bytes()
     shards = f"{info.num_shards} shard{'s' if info.num_shards != 1 else ''}"
     print(f"{args.path}: jaxload dataset, format version {info.format_version}")
     print(
         f"  {info.total_episodes} episodes, {info.total_frames} frames at {info.fps} fps, "
-        f"{len(read_tasks(args.path))} tasks; {shards}, {size / 2**20:.2f} MiB"
+        f"{tasks} tasks; {shards}, {size / 2**20:.2f} MiB"
     )
     print(f"  source: {_source(info.source)}")
     print("  features:")
@@ -76,7 +99,7 @@ def _dataset_info(args: argparse.Namespace) -> int:
         fidelity = info.converter.get("fidelity_psnr_db", {})
         for key, cam in info.cameras.items():
             print(f"    {key}: {_camera(cam, fidelity.get(key))}")
-    print(*_stats_section(args.path), sep="\n")
+    print(*stats, sep="\n")
     print(f"  fingerprint {info.fingerprint}")
     return 0
 
@@ -103,14 +126,15 @@ def _camera(cam: Any, psnr: dict[str, float] | None) -> str:
     return text
 
 
-def _stats_section(path: str) -> list[str]:
-    """A compact stats block; `jaxload stats PATH` has every dimension."""
+def _stats_section(path: str, root: str) -> list[str]:
+    """A compact stats block; `jaxload stats PATH` has every dimension. (`root` holds the
+    dataset's meta/: PATH itself, or a local copy of a URL's.)"""
     from jaxload.commands import stats
     from jaxload.errors import JaxloadError
 
     try:
-        per_key = stats.load(path)
+        per_key = stats.load(root)
     except JaxloadError as e:
-        return [f"  stats: none ({e})"]
+        return [f"  stats: none ({str(e).replace(root, path)})"]
     lines = [f"  stats (every dimension: jaxload stats {path}):"]
     return lines + [f"    {line}" for line in stats.compact_lines(per_key)]

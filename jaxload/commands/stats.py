@@ -4,6 +4,7 @@ Examples:
     jaxload stats out/pusht                       # a table per feature, one row per dimension
     jaxload stats out/pusht --key action --json   # LeRobot's stats.json structure
     jaxload stats out/pusht --out stats.json      # the same JSON, written atomically
+    jaxload stats gs://bucket/pusht               # a dataset in object storage (its meta/)
 
 `jaxload info` shows a compact form of the same numbers (`compact_lines`).
 """
@@ -17,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.tools.dataset_path import add_storage_option
+
 NAME = "stats"
 HELP = "normalization stats of a jaxload dataset (mean, std, min, max, q01, q99 per key)"
 COLUMNS = ("mean", "std", "min", "max", "q01", "q99")
@@ -24,7 +27,11 @@ RGB = ("R", "G", "B")  # LeRobot's image stats: one value per channel, in RGB or
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="jaxload dataset directory (made by `jaxload convert`)")
+    parser.add_argument(
+        "path",
+        help="jaxload dataset (made by `jaxload convert`): a directory or a URL (s3://, gs://, "
+        "hf://, https://)",
+    )
     parser.add_argument(
         "--key",
         action="append",
@@ -36,14 +43,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", metavar="FILE", help="write the stats as JSON to FILE (atomically)"
     )
+    add_storage_option(parser, "PATH a URL")
 
 
 def run(args: argparse.Namespace) -> int:
     from jaxload import format as fmt
     from jaxload.stats import stats_to_json
+    from jaxload.tools.dataset_path import locate, storage_options_of
 
-    info = fmt.read_info(args.path)  # names a LeRobot directory or a missing dataset
-    stats = load(args.path, args.key)
+    where = locate(args.path, storage_options_of(args))  # a URL's meta/, copied
+    with where.messages():
+        info = fmt.read_info(where.root)  # names a LeRobot directory or a missing dataset
+        stats = load(where.root, args.key)
     if args.out:
         fmt.write_json_atomic(args.out, stats_to_json(stats))
     if args.json:

@@ -40,7 +40,7 @@ from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.stream import SampleStream
 from jaxload.state import LoaderState, check_compatible, stream_fingerprint
-from jaxload.storage.prefetch import remote_stats, with_lookahead
+from jaxload.storage.prefetch import remote_stats, share_stats, with_lookahead
 from jaxload.transforms.compose import ImageTransforms
 
 
@@ -107,6 +107,7 @@ class Loader:
         if self._iterator is None:
             if self.options.num_workers > 0:
                 main_guard.check_before_start(self.options.num_workers)
+                share_stats(self.datasets)
             workers.reclaim_shared_memory()  # what crashed loaders on this machine left
             self._iterator = self.grain_dataset().__iter__()
             if self.options.num_workers > 0:
@@ -279,9 +280,10 @@ class Loader:
 
     @property
     def stats(self) -> dict[str, Any]:
-        """Per remote dataset, this process's read counters: requests, bytes fetched, cache
-        hit rate, measured latency (`jaxload.storage.remote.RemoteStore.stats`). Worker
-        processes log theirs (logger "jaxload.storage", `RemoteOptions.log_every_s`)."""
+        """Per remote dataset, the read counters of this process and its worker processes
+        added up: requests, bytes fetched, cache hit rate, measured latency, transport
+        (`jaxload.storage.remote.RemoteStore.stats`; a worker's are at most a second old).
+        Each process also logs its own (logger "jaxload.storage", `RemoteOptions.log_every_s`)."""
         return remote_stats(self.datasets)
 
     def read_batch(self) -> ReadBatch:

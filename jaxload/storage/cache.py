@@ -57,12 +57,20 @@ class DiskPayloads:
     PATTERN = re.compile(r"jaxload-cache-(\d+)-")
 
     def __init__(self, root: str | os.PathLike):
-        os.makedirs(root, exist_ok=True)
-        _remove_orphans(root, self.PATTERN)
-        self.directory = tempfile.mkdtemp(prefix=f"jaxload-cache-{os.getpid()}-", dir=root)
-        self._remove = weakref.finalize(self, shutil.rmtree, self.directory, True)
+        self.root = os.fspath(root)
+        self.directory: str | None = None  # made at the first put: a process that never
+        # caches (the main one, when worker processes read) leaves nothing on disk
+        self._remove: weakref.finalize | None = None
         self._index: dict[Hashable, tuple[int, int, str]] = {}  # key -> (size, xxh3, file)
         self._names = itertools.count()
+
+    def _directory(self) -> str:
+        if self.directory is None:
+            os.makedirs(self.root, exist_ok=True)
+            _remove_orphans(self.root, self.PATTERN)
+            self.directory = tempfile.mkdtemp(prefix=f"jaxload-cache-{os.getpid()}-", dir=self.root)
+            self._remove = weakref.finalize(self, shutil.rmtree, self.directory, True)
+        return self.directory
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._index
@@ -76,7 +84,7 @@ class DiskPayloads:
     def __setitem__(self, key: Hashable, data: bytes) -> None:
         from xxhash import xxh3_64_intdigest
 
-        path = os.path.join(self.directory, str(next(self._names)))
+        path = os.path.join(self._directory(), str(next(self._names)))
         with open(path, "wb") as f:
             f.write(data)
         self._index[key] = (len(data), xxh3_64_intdigest(data), path)
@@ -106,7 +114,8 @@ class DiskPayloads:
 
     def close(self) -> None:
         self._index.clear()
-        self._remove()
+        if self._remove is not None:
+            self._remove()
 
 
 def _remove_orphans(root: str | os.PathLike, pattern: re.Pattern) -> None:

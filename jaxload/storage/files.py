@@ -10,14 +10,17 @@ shard reads go to a `RemoteStore` (byte ranges, verified, cached).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from jaxload.errors import DatasetError
 from jaxload.format import layout
 from jaxload.format.layout import read_info
 from jaxload.format.reader import DatasetFiles, ShardReaders, read_episodes
@@ -62,20 +65,23 @@ def open_files(
     *,
     storage_options: Mapping[str, Any] | None = None,
     remote: RemoteOptions | None = None,
+    meta_root: str | None = None,
 ) -> DatasetFiles:
     """`DatasetFiles` of a local dataset, or of one at a URL (s3://, gs://, hf://, https://).
 
-    For a URL, `files.root` is a local copy of its meta/ (what metadata readers open) and
-    `files.url` the URL."""
+    For a URL, `files.root` is a local copy of its meta/ (what metadata readers open;
+    `meta_root` when the caller made it already, with `mirror_meta`) and `files.url` the
+    URL."""
     if not is_url(path):
         return DatasetFiles(path)
     url = str(path).rstrip("/")
-    meta_root = mirror_meta(url, storage_options)
+    meta_root = meta_root or mirror_meta(url, storage_options)
     files = DatasetFiles.__new__(DatasetFiles)
     files.root = meta_root
     files.url = url
-    files.info = read_info(meta_root)
-    episodes = read_episodes(meta_root, files.info)
+    with named_as(meta_root, url):
+        files.info = read_info(meta_root)
+        episodes = read_episodes(meta_root, files.info)
     files.episodes = dataclasses.replace(episodes, root=url)
     store = RemoteStore(url, files.info, remote, storage_options, files.episodes.locate)
     files.readers = RemoteShardReaders(url, files.info, store, files.episodes.locate)
@@ -87,17 +93,21 @@ def mirror_meta(url: str, storage_options: Mapping[str, Any] | None = None) -> s
     fs, root = filesystem(url, storage_options)
     policy = RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
     info = read_meta_file(url, layout.INFO_PATH, storage_options)  # fails fast when absent
+    _refuse_lerobot(url, info)
     try:
         listed = call_with_retries(
-            lambda: fs.ls(join(root, "meta"), detail=False), what=join(url, "meta"), policy=policy
+            lambda: fs.ls(join(root, "meta"), detail=True), what=join(url, "meta"), policy=policy
         )
     except RemoteError as e:
         if e.kind != MISSING:
             raise
         listed = []
-    names = {os.path.basename(str(p)) for p in listed} | {
-        os.path.basename(p) for p in REQUIRED_META
-    }
+    # Files only: a "directory" (a common prefix) cannot be fetched.
+    names = {
+        os.path.basename(str(entry["name"]).rstrip("/"))
+        for entry in listed
+        if entry.get("type", "file") == "file"
+    } | {os.path.basename(p) for p in REQUIRED_META}
     local = tempfile.mkdtemp(prefix="jaxload-meta-")
     atexit.register(shutil.rmtree, local, True)
     os.makedirs(os.path.join(local, "meta"))
@@ -109,3 +119,31 @@ def mirror_meta(url: str, storage_options: Mapping[str, Any] | None = None) -> s
         with open(os.path.join(local, relative), "wb") as f:
             f.write(data)
     return local
+
+
+def _refuse_lerobot(url: str, info: bytes) -> None:
+    """A LeRobot dataset at `url` is said to be one (as `read_info` says of a local one),
+    before its meta/episodes/ is taken for jaxload metadata files."""
+    try:
+        raw = json.loads(info)
+    except ValueError:
+        return  # read_info names the unreadable file
+    lerobot = isinstance(raw, dict) and "codebase_version" in raw
+    if lerobot and raw.get("format") != layout.FORMAT_NAME:
+        raise DatasetError(
+            f"{url} is a LeRobot dataset ({raw['codebase_version']}), not a jaxload "
+            f"dataset: convert it first with `jaxload convert {url} OUT`"
+        )
+
+
+@contextlib.contextmanager
+def named_as(local: str, url: str) -> Iterator[None]:
+    """DatasetErrors raised while reading the local copy of a URL's meta/ name the URL, not
+    the temporary directory (which is gone when the user reads the message)."""
+    try:
+        yield
+    except DatasetError as e:
+        text = str(e)
+        if local not in text:
+            raise
+        raise type(e)(text.replace(local, url)) from e

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from jaxload.storage import remote
+from jaxload.storage.stats_board import StatsBoard, combine
 
 # The most batches planned ahead, whatever the cache holds.
 MAX_DEPTH = 1024
@@ -184,13 +185,24 @@ _subclasses: dict[type, type] = {}
 
 
 def remote_stats(datasets: list[Any]) -> dict[str, Any]:
-    """Per remote dataset of this process: its store's counters (`RemoteStore.stats`)."""
+    """Per remote dataset: its store's counters (`RemoteStore.stats`), those of this
+    process and of the worker processes that published theirs added up."""
     out = {}
     for ds in datasets:
         store = getattr(ds, "remote_store", None)
         if store is not None:
-            out[ds.path] = store.stats()
+            workers = store.board.read(store.url) if store.board is not None else []
+            out[ds.path] = combine([store.stats(), *workers])
     return out
 
 
-__all__ = ["Lookahead", "remote_stats", "with_lookahead"]
+def share_stats(datasets: list[Any]) -> None:
+    """Before worker processes start: they publish their remote counters where this
+    process's `remote_stats` finds them."""
+    for ds in datasets:
+        store = getattr(ds, "remote_store", None)
+        if store is not None and store.board is None:
+            store.board = StatsBoard()
+
+
+__all__ = ["Lookahead", "remote_stats", "share_stats", "with_lookahead"]

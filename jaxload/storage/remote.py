@@ -33,7 +33,9 @@ from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
 from jaxload.format import chunks, layout
 from jaxload.format.layout import DatasetInfo
 from jaxload.storage.cache import RecordCache
+from jaxload.storage.ranges import open_ranges
 from jaxload.storage.retry import RetryPolicy, call_with_retries
+from jaxload.storage.stats_board import StatsBoard
 from jaxload.storage.urls import filesystem, join
 
 log = logging.getLogger("jaxload.storage")
@@ -62,6 +64,10 @@ class RemoteOptions:
         coalesce_bytes: ranges of a shard closer than this are fetched as one request;
             None: measured latency × measured bandwidth (64 KiB .. 8 MiB).
         max_request_bytes: the largest merged request.
+        signed_urls: fetch ranges through presigned URLs and a plain HTTP pool (a quarter
+            of s3fs's CPU per request; `jaxload.storage.ranges`): None, where the store
+            signs URLs that read back right; True, always (an error if it cannot); False,
+            never (every request through fsspec).
         retry: the retry policy for transient transport errors (the converter's).
         log_every_s: seconds between progress log lines (0: none).
     """
@@ -72,6 +78,7 @@ class RemoteOptions:
     lookahead: int | None = None
     coalesce_bytes: int | None = None
     max_request_bytes: int = 16 << 20
+    signed_urls: bool | None = None
     retry: RetryPolicy = dataclasses.field(
         default_factory=lambda: RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
     )
@@ -112,11 +119,11 @@ class RemoteStore:
         self.url, self.info, self.describe = url, info, describe
         self.options = options or RemoteOptions()
         self.storage_options = dict(storage_options or {})
+        self.board: StatsBoard | None = None  # set by a loader whose workers read
         self._setup()
 
     def _setup(self) -> None:
-        self._fs: Any = None
-        self._root = ""
+        self._ranges: Any = None  # jaxload.storage.ranges: how byte ranges are fetched
         self._lock = threading.Lock()
         self._offsets: dict[int, np.ndarray] = {}
         self._inflight: dict[Key, cf.Future] = {}
@@ -133,7 +140,7 @@ class RemoteStore:
         self._logged = self._started
 
     def __getstate__(self) -> dict[str, Any]:
-        keep = ("url", "info", "describe", "options", "storage_options")
+        keep = ("url", "info", "describe", "options", "storage_options", "board")
         return {k: self.__dict__[k] for k in keep}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -142,10 +149,14 @@ class RemoteStore:
 
     # --- plumbing ----------------------------------------------------------------------
 
-    def _filesystem(self) -> tuple[Any, str]:
-        if self._fs is None:
-            self._fs, self._root = filesystem(self.url, self.storage_options)
-        return self._fs, self._root
+    def ranges(self) -> Any:
+        with self._lock:
+            if self._ranges is None:
+                fs, root = filesystem(self.url, self.storage_options)
+                self._ranges = open_ranges(
+                    fs, root, self.url, self.options.concurrency, self.options.signed_urls
+                )
+            return self._ranges
 
     def pool(self) -> cf.ThreadPoolExecutor:
         with self._lock:
@@ -164,14 +175,23 @@ class RemoteStore:
     ) -> bytes:
         """Bytes of one object (or a range of it), retried (until close(), for a request
         of `generation`); timed for the estimates."""
-        fs, root = self._filesystem()
-        path = join(root, relative)
+        ranges = self.ranges()
         began = time.monotonic()
 
+        def closed() -> bool:
+            return generation is not None and generation != self._generation
+
         def attempt() -> bytes:
-            if generation is not None and generation != self._generation:
+            if closed():
                 raise DatasetError(f"{self.url}: closed while fetching {relative}")
-            return fs.cat_file(path, start=start, end=end)
+            try:
+                return ranges.get(relative, start, end)
+            except Exception:
+                if not closed():
+                    raise
+            # Closed meanwhile (the server may be gone too): neither retried nor logged.
+            # Raised outside the handler: a transport error as its context would be retried.
+            raise DatasetError(f"{self.url}: closed while fetching {relative}")
 
         data = call_with_retries(
             attempt,
@@ -384,9 +404,12 @@ class RemoteStore:
             "latency_ms": round(self.latency_s * 1000, 2),
             "bandwidth_mb_s": round(self.bandwidth / 1e6, 1),
             "coalesce_bytes": self.coalesce_bytes(),
+            "transport": getattr(self._ranges, "kind", None),
         }
 
     def _maybe_log(self) -> None:
+        if self.board is not None and self.board.due():
+            self.board.publish(self.url, self.stats())
         every = self.options.log_every_s
         now = time.monotonic()
         if not every or now - self._logged < every:

@@ -12,6 +12,12 @@ is never retried either. The request that decides whether SRC is a hub dataset a
 (`HubFiles.resolve`) also fails at once when the host cannot be reached (`reachability`):
 SRC may just as well be a mistyped local path, and 13 s of retries would hide that.
 
+The HTTP status is read wherever the client libraries keep it (`_http_status`): requests
+and httpx on `response.status_code`, aiohttp on `status`, botocore (s3fs) in the dict
+`response["ResponseMetadata"]["HTTPStatusCode"]`, gcsfs on `HttpError.code`. s3fs turns
+a 503 into an OSError with errno EBUSY and a 500 into one with EREMOTEIO, so without the
+botocore status a 5xx would look permanent and a 403 would not read as access denied.
+
 Example::
 
     policy = RetryPolicy(attempts=5)
@@ -27,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from jaxload.errors import SourceError
+from jaxload.errors import RemoteError  # defined there; imported from here too
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,14 +87,6 @@ CONNECT_CLASS_NAMES = frozenset(
         "EndpointConnectionError",  # botocore
     }
 )
-
-
-class RemoteError(SourceError):
-    """A remote read failed: for good (missing, denied) or after all its retries."""
-
-    def __init__(self, message: str, kind: str):
-        super().__init__(message)
-        self.kind = kind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +228,13 @@ def describe(error: BaseException) -> str:
 
 
 def _final_message(what: str, kind: str, error: BaseException, missing: str | None) -> str:
+    if kind == MISSING and _no_such_bucket(error):
+        # Said as such: "missing (is it a jaxload dataset?)" would send the user looking
+        # for a file when the bucket name is wrong.
+        return (
+            f"{what}: bucket {_bucket(what)} does not exist (or these credentials cannot see "
+            f"it): {describe(error)}"
+        )
     if kind == MISSING:
         context = f" ({missing})" if missing else ""
         return f"{what}: missing{context}: {describe(error)}"
@@ -251,16 +256,52 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
 
 
 def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status `exc` carries, in any of the client libraries' places (module
+    docstring), or None."""
     response = getattr(exc, "response", None)
-    for value in (
+    values = [
         getattr(response, "status_code", None),
         getattr(response, "status", None),
         getattr(exc, "status_code", None),
         getattr(exc, "status", None),
-    ):
-        if isinstance(value, int) and 100 <= value <= 599:
+    ]
+    if isinstance(response, dict):  # botocore's ClientError
+        metadata = response.get("ResponseMetadata")
+        values.append(metadata.get("HTTPStatusCode") if isinstance(metadata, dict) else None)
+    if _is_http_error(exc):  # gcsfs's HttpError, urllib's HTTPError: `code`
+        code = getattr(exc, "code", None)
+        # gcsfs copies `code` from the JSON error body, where it may be a string.
+        values.append(int(code) if isinstance(code, str) and code.isdigit() else code)
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             return value
     return None
+
+
+def _is_http_error(exc: BaseException) -> bool:
+    # `code` means other things on other errors (exit codes, websocket close codes): it is
+    # read only on the HTTP error types, matched by name so gcsfs need not be imported.
+    return any(cls.__name__ in ("HttpError", "HTTPError") for cls in type(exc).__mro__)
+
+
+def _no_such_bucket(error: BaseException) -> bool:
+    """Whether the store said the bucket does not exist (S3's NoSuchBucket error code;
+    s3fs and gcsfs say "The specified bucket does not exist")."""
+    for exc in _chain(error):
+        response = getattr(exc, "response", None)
+        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+        if code == "NoSuchBucket" or type(exc).__name__ == "NoSuchBucket":
+            return True
+        if "bucket does not exist" in str(exc).lower():
+            return True
+    return False
+
+
+def _bucket(what: str) -> str:
+    """'name' of the bucket in `what` (a URL, maybe followed by " bytes a..b")."""
+    _, sep, rest = what.partition("://")
+    name = rest.split("/")[0].split(" ")[0] if sep else ""
+    return repr(name) if name else "(the URL's first component)"
 
 
 def _first_line(error: BaseException) -> str:

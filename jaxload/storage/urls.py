@@ -49,12 +49,32 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
         ) from e
     del fsspec
     try:
-        fs, root = url_to_fs(url, **dict(storage_options or {}))
+        fs, root = url_to_fs(url, **_s3_defaults(url, dict(storage_options or {})))
     except ImportError as e:
         scheme = url.partition("://")[0].lower()
         package = PACKAGES.get(scheme, "the fsspec implementation of " + scheme)
         raise DatasetError(f"{url}: reading {scheme}:// URLs needs {package} ({e})") from e
     return fs, root.rstrip("/")
+
+
+def _s3_defaults(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """botocore retries each request itself (5 tries, random backoff up to 8 s) under
+    jaxload's RetryPolicy, which made a persistent HTTP 500 take 195 s to fail (25 s with
+    this); so botocore's retries are off (max_attempts 0: no retry after the first try)
+    unless the user configured them (fsspec config, storage_options, AWS_MAX_ATTEMPTS)."""
+    if url.partition("://")[0].lower() != "s3":
+        return options
+    import fsspec.config
+
+    configured = dict(fsspec.config.conf.get("s3", {}).get("config_kwargs") or {})
+    config = {**configured, **dict(options.get("config_kwargs") or {})}
+    if (
+        "retries" in config
+        or os.environ.get("AWS_MAX_ATTEMPTS")
+        or os.environ.get("AWS_RETRY_MODE")
+    ):
+        return options
+    return {**options, "config_kwargs": {**config, "retries": {"max_attempts": 0}}}
 
 
 def local_or_url(path: str | os.PathLike) -> str:

@@ -2,6 +2,11 @@
 
 A check is a function that raises `JaxloadError` with a message when it fails. Later
 checks that need an earlier one's result are skipped (not counted) when it failed.
+
+A dataset at a URL (s3://, gs://, hf://, https://) gets the same checks, read the way the
+loader reads it: its meta/ copied, every record fetched by byte range through the record
+offset index (each index checked against info.json) and verified by its checksum; the
+fingerprint is taken over the records as stored (payload and checksum, resealed).
 """
 
 from __future__ import annotations
@@ -10,8 +15,9 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,28 +63,87 @@ def is_jaxload_dataset(path: str | os.PathLike) -> bool:
         return False
 
 
-def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
-    """Checks a converted jaxload dataset end to end (it reads every record once)."""
-    root = Path(path)
+def check_dataset(
+    path: str | os.PathLike, storage_options: Mapping[str, Any] | None = None
+) -> list[CheckResult]:
+    """Checks a converted jaxload dataset end to end (it reads every record once); `path`
+    may be a URL, read with `storage_options` (module docstring)."""
+    from jaxload.storage.urls import is_url
+
+    if is_url(path):
+        return _check(_RemoteDataset(str(path).rstrip("/"), storage_options))
+    return _check(_LocalDataset(Path(path)))
+
+
+class _LocalDataset:
+    """How the checks reach a dataset directory."""
+
+    def __init__(self, root: Path):
+        self.name = self.root = root
+
+    def read_info(self) -> fmt.DatasetInfo:
+        return read_info(self.root)
+
+    def open(self) -> DatasetFiles:
+        return DatasetFiles(self.root)
+
+    def read_tasks(self) -> dict[int, str]:
+        return read_tasks(self.root)
+
+    def read_records(self, files: DatasetFiles, digest) -> dict[int, list[bytes]]:
+        return _read_all_records(files, digest)
+
+
+class _RemoteDataset:
+    """How the checks reach a dataset at a URL: meta/ copied once, records by byte range.
+    Messages name the URL, not the local copy of meta/."""
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None):
+        self.name, self.storage_options = url, storage_options
+        self.meta: str | None = None
+
+    def read_info(self) -> fmt.DatasetInfo:
+        from jaxload.storage.files import mirror_meta, named_as
+
+        self.meta = mirror_meta(self.name, self.storage_options)
+        with named_as(self.meta, self.name):
+            return read_info(self.meta)
+
+    def open(self) -> DatasetFiles:
+        from jaxload.storage.files import open_files
+
+        return open_files(self.name, storage_options=self.storage_options, meta_root=self.meta)
+
+    def read_tasks(self) -> dict[int, str]:
+        from jaxload.storage.files import named_as
+
+        with named_as(self.meta, self.name):
+            return read_tasks(self.meta)
+
+    def read_records(self, files: DatasetFiles, digest) -> dict[int, list[bytes]]:
+        return _fetch_all_records(files, digest)
+
+
+def _check(dataset: _LocalDataset | _RemoteDataset) -> list[CheckResult]:
     state: dict = {}
 
     def metadata():
-        info = state["info"] = read_info(root)
+        info = state["info"] = dataset.read_info()
         checks = "records checksummed" if info.checked else "no per-record checksums"
         return f"format version {info.format_version} ({checks}), {info.total_episodes} episodes"
 
     def episodes():
         # The reader checks the table against info.json (episode and frame totals, shards,
         # record offsets, GOP tables).
-        state["files"] = DatasetFiles(root)
+        state["files"] = dataset.open()
         return f"{state['info'].total_frames} frames"
 
     def tasks():
-        return f"{len(read_tasks(root))} tasks"
+        return f"{len(dataset.read_tasks())} tasks"
 
     def shards():
         state["digest"] = hashlib.sha256()
-        state["records"] = _read_all_records(state["files"], state["digest"])
+        state["records"] = dataset.read_records(state["files"], state["digest"])
         return f"{state['info'].num_shards} shards, every record matches its checksum"
 
     def frames():
@@ -102,8 +167,8 @@ def check_dataset(path: str | os.PathLike) -> list[CheckResult]:
         )
         if actual != info.fingerprint:
             raise DatasetError(
-                f"{root}: content does not match its fingerprint (records changed after "
-                "conversion?)"
+                f"{dataset.name}: content does not match its fingerprint (records changed "
+                "after conversion?)"
             )
         return actual[:16]
 
@@ -124,11 +189,7 @@ def _read_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
     """Every record's payload of every shard, checked to be exactly the records the
     episode table implies and (format 3) to match its checksum; the stored bytes are
     hashed into `digest` (the fingerprint's)."""
-    ep = files.episodes
-    expected: dict[int, int] = {}
-    for row in range(len(ep)):
-        shard = int(ep.shard[row])
-        expected[shard] = max(expected.get(shard, 0), ep.records_end(row))
+    expected = _expected_records(files)
     records = {}
     for shard in range(files.info.num_shards):
         path = files.readers.path(shard)
@@ -147,6 +208,36 @@ def _read_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
             fmt.hash_record(digest, record)
         if files.info.checked:
             records[shard] = _unsealed(files, shard, records[shard], path)
+    return records
+
+
+def _expected_records(files: DatasetFiles) -> dict[int, int]:
+    """Records per shard that the episode table implies (its rows' last records)."""
+    ep, expected = files.episodes, {}
+    for row in range(len(ep)):
+        shard = int(ep.shard[row])
+        expected[shard] = max(expected.get(shard, 0), ep.records_end(row))
+    return expected
+
+
+def _fetch_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
+    """`_read_all_records` for a dataset at a URL: each shard's offset index (checked
+    against info.json by the store) must list exactly the records the episode table
+    implies; every record is fetched by byte range and verified. The digest takes the
+    records as stored, which are the payloads resealed (`seal_record` is deterministic)."""
+    expected, info = _expected_records(files), files.info
+    records = {}
+    for shard in range(info.num_shards):
+        path = files.readers.path(shard)
+        count = int(info.shard_records[shard])
+        if count != expected.get(shard, 0):
+            raise DatasetError(
+                f"{path}: holds {count} records, the episode table implies {expected.get(shard, 0)}"
+            )
+        records[shard] = files.readers.read(shard, range(count))
+        for number, payload in enumerate(records[shard]):
+            stored = fmt.seal_record(payload, info.record_seed, shard, number)
+            fmt.hash_record(digest, stored)
     return records
 
 

@@ -1,0 +1,103 @@
+"""Remote read counters of worker processes, visible in the main process's `loader.stats`.
+
+With `num_workers > 0` the records are fetched in the worker processes, each with its own
+`RemoteStore` (and cache). Each of them publishes its counters, at most once a second,
+as a JSON file named by its pid in a directory the main process made; the loader adds
+them up (`combine`). Files are replaced atomically, so a reader sees a whole snapshot.
+
+    board = StatsBoard()                       # main process; picklable (a path)
+    board.publish("s3://b/ds", store.stats())  # in a worker
+    combine([main_stats, *board.read("s3://b/ds")])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+# Counters that add up over processes (the rest are estimates, averaged, or identities).
+SUMMED = (
+    "requests",
+    "bytes_fetched",
+    "records_fetched",
+    "waits",
+    "retries_s",
+    "cache_bytes",
+    "cache_budget_bytes",
+    "cache_records",
+    "cache_hits",
+    "cache_misses",
+    "cache_evictions",
+)
+PUBLISH_EVERY_S = 1.0
+
+
+class StatsBoard:
+    """A directory of per-process stats snapshots, removed with the main process's board."""
+
+    def __init__(self, directory: str | None = None):
+        self.owner = directory is None
+        self.directory = directory or tempfile.mkdtemp(prefix="jaxload-stats-")
+        if self.owner:
+            weakref.finalize(self, shutil.rmtree, self.directory, True)
+        self._published = 0.0
+
+    def __reduce__(self) -> Any:
+        return (StatsBoard, (self.directory,))  # a worker writes there, never removes it
+
+    def due(self) -> bool:
+        return time.monotonic() - self._published >= PUBLISH_EVERY_S
+
+    def publish(self, url: str, stats: dict[str, Any]) -> None:
+        """This process's counters for dataset `url` (replacing its previous snapshot)."""
+        self._published = time.monotonic()
+        path = os.path.join(self.directory, f"{os.getpid()}.json")
+        with contextlib.suppress(OSError):  # the loader closed meanwhile: nothing to tell
+            snapshot = _load(path)
+            snapshot[url] = stats
+            with open(path + ".tmp", "w") as f:
+                json.dump(snapshot, f)
+            os.replace(path + ".tmp", path)
+
+    def read(self, url: str) -> list[dict[str, Any]]:
+        """The latest snapshot for `url` of every other process that published one."""
+        mine = f"{os.getpid()}.json"
+        try:
+            names = sorted(n for n in os.listdir(self.directory) if n.endswith(".json"))
+        except OSError:
+            return []
+        out = [_load(os.path.join(self.directory, n)).get(url) for n in names if n != mine]
+        return [s for s in out if s]
+
+
+def combine(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Counters of several processes as one: sums, the hit rate of the sums, and the
+    request latency averaged over the processes' requests."""
+    first = dict(stats[0])
+    for name in SUMMED:
+        first[name] = sum(s.get(name, 0) for s in stats)
+    lookups = first["cache_hits"] + first["cache_misses"]
+    first["cache_hit_rate"] = first["cache_hits"] / lookups if lookups else 0.0
+    requests = sum(s.get("requests", 0) for s in stats)
+    if requests:
+        first["latency_ms"] = round(
+            sum(s["latency_ms"] * s.get("requests", 0) for s in stats) / requests, 2
+        )
+    first["transport"] = next((s["transport"] for s in stats if s.get("transport")), None)
+    first["processes"] = len(stats)
+    return first
+
+
+def _load(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
