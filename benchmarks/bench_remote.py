@@ -3,7 +3,8 @@ from a real S3-compatible server on loopback (moto's server mode, a subprocess, 
 layer that adds `--latency-ms` per request; tests/s3_server.py), with a record cache of
 `--cache-fraction` of the dataset's bytes: ranges through presigned URLs (the default where
 the store signs them), through s3fs (`signed_urls=False`), and with the cache on disk
-(`RemoteOptions(cache_dir=...)`).
+(`RemoteOptions(cache_dir=...)`), and the first again with no injected latency (what the
+latency, rather than the work of fetching, costs).
 
 Reports samples/s of each, remote/local, bytes and requests per sample, the CPU seconds
 the client and the server spent per batch, the live cache hit rate, and the hit rates the furthest-next-use (optimal) and LRU policies reach at the same
@@ -52,8 +53,10 @@ def shard_bytes(root: Path) -> int:
     return sum((root / fmt.shard_path(s)).stat().st_size for s in range(info.num_shards))
 
 
-def run(path, batches: int, batch_size: int, warmup: int, **kwargs) -> tuple[float, object]:
-    """Samples/s over `batches` batches after `warmup` (the loader is returned open)."""
+def run(path, batches: int, batch_size: int, warmup: int, **kwargs) -> tuple[float, object, float]:
+    """Samples/s over `batches` batches after `warmup` ones, the loader (still open) and the
+    seconds from opening it to its first batch."""
+    opened = time.perf_counter()
     loader = jaxload.make_loader(
         path,
         global_batch_size=batch_size,
@@ -63,12 +66,14 @@ def run(path, batches: int, batch_size: int, warmup: int, **kwargs) -> tuple[flo
         read_threads=2,
         **kwargs,
     )
-    for _ in range(warmup):
+    next(loader)
+    first_s = time.perf_counter() - opened
+    for _ in range(warmup - 1):
         next(loader)
     began = time.perf_counter()
     for _ in range(batches):
         next(loader)
-    return batches * batch_size / (time.perf_counter() - began), loader
+    return batches * batch_size / (time.perf_counter() - began), loader, first_s
 
 
 def access_sequence(root: Path, batches: int, batch_size: int) -> tuple[list, dict]:
@@ -95,7 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=bench_data.DEFAULT_CACHE)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--cache-fraction", type=float, default=0.10)
-    parser.add_argument("--batches", type=int, default=60)
+    parser.add_argument("--batches", type=int, default=60, help="timed batches")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=20,
+        help="batches read before timing (the startup, while the first fetches are planned)",
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--episodes", type=int, default=40)
@@ -123,25 +134,28 @@ def main(argv: list[str] | None = None) -> int:
         "remote": {},  # presigned URLs through urllib3, cache in memory
         "remote_fsspec": {"signed_urls": False},  # every request through s3fs
         "remote_disk": {"cache_dir": cache_dir},
+        "remote_0ms": {},  # as "remote" with no injected latency: what the latency costs
     }
     rates: dict[str, list[float]] = {m: [] for m in modes}
     cpu: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    first: dict[str, list[float]] = {m: [] for m in modes}
     remote_stats = []
     try:
         server.upload(str(root), "s3://bench/ds")
         for _ in range(args.repeats):  # alternate, so all see the same machine
             for mode, extra in modes.items():
                 server.reset_counters()
+                server.set(latency_s=0.0 if mode == "remote_0ms" else args.latency_ms / 1000)
                 client, served = cpu_seconds(os.getpid()), cpu_seconds(server.process.pid)
                 if mode == "local":
-                    rate, loader = run(root, args.batches, args.batch_size, warmup=3)
+                    rate, loader, first_s = run(root, args.batches, args.batch_size, args.warmup)
                 else:
                     options = RemoteOptions(cache_bytes=budget, log_every_s=0, **extra)
-                    rate, loader = run(
+                    rate, loader, first_s = run(
                         "s3://bench/ds",
                         args.batches,
                         args.batch_size,
-                        warmup=3,
+                        args.warmup,
                         storage_options=server.storage_options(),
                         remote=options,
                     )
@@ -149,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                     if mode == "remote":
                         remote_stats.append(stats)
                 loader.close()
-                batches = args.batches + 3
+                batches = args.batches + args.warmup
                 cpu[mode].append(
                     (
                         (cpu_seconds(os.getpid()) - client) / batches,
@@ -157,13 +171,14 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
                 rates[mode].append(rate)
+                first[mode].append(first_s)
     finally:
         server.stop()
     local_rates, remote_rates = rates["local"], rates["remote"]
 
-    samples = (args.batches + 3) * args.batch_size
+    samples = (args.batches + args.warmup) * args.batch_size
     last = remote_stats[-1]
-    accesses, sizes = access_sequence(root, args.batches + 3, args.batch_size)
+    accesses, sizes = access_sequence(root, args.batches + args.warmup, args.batch_size)
     needed = sum(sizes[a] for a in accesses)
     policies = {p: simulate(accesses, sizes, budget, p) for p in ("optimal", "lru")}
     result = {
@@ -175,10 +190,13 @@ def main(argv: list[str] | None = None) -> int:
         "remote_samples_per_s": statistics.median(remote_rates),
         "remote_fsspec_samples_per_s": statistics.median(rates["remote_fsspec"]),
         "remote_disk_samples_per_s": statistics.median(rates["remote_disk"]),
+        "remote_0ms_samples_per_s": statistics.median(rates["remote_0ms"]),
         "local_runs": local_rates,
         "remote_runs": remote_rates,
         "remote_fsspec_runs": rates["remote_fsspec"],
         "remote_disk_runs": rates["remote_disk"],
+        "remote_0ms_runs": rates["remote_0ms"],
+        "first_batch_s": {m: statistics.median(v) for m, v in first.items()},
         "cpu_s_per_batch": {  # (client, server), median over repeats
             m: [statistics.median(c[i] for c in cpu[m]) for i in (0, 1)] for m in modes
         },
@@ -205,6 +223,16 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['remote_disk_samples_per_s']:.0f} ({result['remote_disk_over_local']:.2f}); "
         f"runs local {local_rates}, remote {remote_rates}, s3fs {rates['remote_fsspec']}, "
         f"disk {rates['remote_disk']}"
+    )
+    print(
+        f"the same remote read with no injected latency: {result['remote_0ms_samples_per_s']:.0f} "
+        f"samples/s (remote at {args.latency_ms:.0f} ms / at 0 ms: "
+        f"{result['remote_samples_per_s'] / result['remote_0ms_samples_per_s']:.2f}, the latency "
+        f"not hidden); runs {rates['remote_0ms']}"
+    )
+    print(
+        "seconds from opening to the first batch: "
+        + ", ".join(f"{m} {v:.2f}" for m, v in result["first_batch_s"].items())
     )
     print(
         "CPU ms per batch (client, server): "

@@ -95,3 +95,23 @@ def test_signed_urls_that_read_back_wrong_are_not_used(server, monkeypatch):
     assert isinstance(ranges.open_ranges(fs, "ranges/ds", "s3://r", 2, None), ranges.FsspecRanges)
     with pytest.raises(DatasetError, match="other bytes"):
         ranges.open_ranges(fs, "ranges/ds", "s3://r", 2, True)
+
+
+@pytest.mark.parametrize("transport", ["signed", "fsspec"])
+def test_a_stalled_store_times_out_as_a_transient_error(server, transport):
+    import time
+
+    from jaxload.storage.urls import filesystem
+
+    fs, root = filesystem("s3://ranges/ds", server.storage_options(), timeout_s=0.3)
+    reader = ranges.open_ranges(fs, root, "s3://ranges/ds", 2, transport == "signed", 0.3)
+    assert reader.kind == transport
+    server.set(latency_s=2.0)  # the store answers nothing for 2 s
+    try:
+        began = time.monotonic()
+        with pytest.raises(Exception) as stalled:
+            reader.get("data/blob", 0, 10)
+        assert classify(stalled.value) == TRANSIENT
+        assert time.monotonic() - began < 1.9  # gave up before the answer came
+    finally:
+        server.set(latency_s=0.0)

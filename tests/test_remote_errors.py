@@ -134,3 +134,24 @@ def test_a_remote_error_in_a_conversion_is_not_taken_for_a_local_disk_problem():
     with pytest.raises(RemoteError) as error, storage_errors("s3://b/x"):
         raise denied from PermissionError(errno.EACCES, "Access Denied")
     assert error.value is denied
+
+
+@pytest.mark.parametrize(
+    "url, hint",
+    [
+        ("s3://b/ds/meta/info.json", "AWS_ACCESS_KEY_ID"),
+        ("gs://b/ds/meta/info.json", "GOOGLE_APPLICATION_CREDENTIALS"),
+        ("hf://datasets/o/n/meta/info.json", "hf auth login"),
+        ("https://example.com/ds/meta/info.json", "storage_options"),
+    ],
+)
+def test_access_denied_points_at_the_credentials_of_the_store_in_question(url, hint):
+    def fail():
+        raise _as_s3fs_raises(_client_error(403, "AccessDenied", "Forbidden"))
+
+    with pytest.raises(RemoteError) as error:
+        retry.call_with_retries(fail, what=url, policy=NO_WAIT)
+    assert error.value.kind == AUTH and str(error.value).startswith(f"{url}: access denied")
+    assert hint in str(error.value)
+    if not url.startswith("hf://"):
+        assert "hf auth" not in str(error.value)

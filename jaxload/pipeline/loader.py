@@ -24,7 +24,7 @@ from typing import Any
 import grain
 import numpy as np
 
-from jaxload.errors import WorkerTimeoutError
+from jaxload.errors import RemoteError, WorkerTimeoutError
 from jaxload.metadata import shape_dtype_structs
 from jaxload.pipeline import main_guard, workers
 from jaxload.pipeline.arguments import check_arguments, check_yields_a_batch, source_weights
@@ -122,6 +122,12 @@ class Loader:
             batch = next(self._iterator)
         except WorkerTimeoutError as e:
             self._abandon(getattr(e, "pid", None))
+            raise
+        except RemoteError:
+            # Storage gave up after its retries: the pipeline holds the error and would
+            # raise it again. Dropped, so that the next next() reads the same position anew
+            # (an outage that has ended costs the caller one exception, not the loader).
+            self._abandon(None)
             raise
         except RuntimeError as e:  # Grain's "worker process was terminated unexpectedly"
             unguarded = main_guard.explain_worker_crash(e)

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from jaxload.errors import DatasetError
-from jaxload.storage.urls import join
+from jaxload.storage.urls import TIMEOUT_S, join
 
 log = logging.getLogger("jaxload.storage")
 
@@ -62,14 +62,15 @@ class SignedRanges:
 
     kind = "signed"
 
-    def __init__(self, fs: Any, root: str, connections: int):
+    def __init__(self, fs: Any, root: str, connections: int, timeout_s: float = TIMEOUT_S):
         import urllib3
 
         self.fs, self.root = fs, root
         self.pool = urllib3.PoolManager(
-            maxsize=connections,
+            # the fetch threads plus the read threads that fetch a miss themselves
+            maxsize=connections + 16,
             retries=False,  # jaxload's RetryPolicy retries, once, in one place
-            timeout=urllib3.Timeout(connect=10.0, read=60.0),
+            timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
         )
         self._lock = threading.Lock()
         self._signed: dict[str, tuple[str, float]] = {}  # relative -> (url, signed at)
@@ -109,7 +110,14 @@ class SignedRanges:
         return response.status, response.data, url
 
 
-def open_ranges(fs: Any, root: str, url: str, connections: int, signed: bool | None) -> Any:
+def open_ranges(
+    fs: Any,
+    root: str,
+    url: str,
+    connections: int,
+    signed: bool | None,
+    timeout_s: float = TIMEOUT_S,
+) -> Any:
     """`SignedRanges` when `signed` is not False and the store signs URLs that return
     what fsspec returns for `meta/info.json`; else `FsspecRanges`. `signed=True` makes a
     failed check an error instead of a fallback."""
@@ -117,7 +125,7 @@ def open_ranges(fs: Any, root: str, url: str, connections: int, signed: bool | N
     if signed is False or not callable(getattr(fs, "sign", None)):
         return plain
     try:
-        fast = SignedRanges(fs, root, connections)
+        fast = SignedRanges(fs, root, connections, timeout_s)
         probe = "meta/info.json"
         same = fast.get(probe, 0, 64) == plain.get(probe, 0, 64)
     except Exception as e:  # NotImplementedError, no credentials, refused, ...

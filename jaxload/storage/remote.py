@@ -34,9 +34,9 @@ from jaxload.format import chunks, layout
 from jaxload.format.layout import DatasetInfo
 from jaxload.storage.cache import RecordCache
 from jaxload.storage.ranges import open_ranges
-from jaxload.storage.retry import RetryPolicy, call_with_retries
+from jaxload.storage.retry import RetryCounter, RetryPolicy, call_with_retries
 from jaxload.storage.stats_board import StatsBoard
-from jaxload.storage.urls import filesystem, join
+from jaxload.storage.urls import TIMEOUT_S, filesystem, join
 
 log = logging.getLogger("jaxload.storage")
 
@@ -68,6 +68,9 @@ class RemoteOptions:
             of s3fs's CPU per request; `jaxload.storage.ranges`): None, where the store
             signs URLs that read back right; True, always (an error if it cannot); False,
             never (every request through fsspec).
+        timeout_s: seconds a request waits to connect, or for its next bytes, before it
+            fails as transient and is retried: a stalled store fails a read after about
+            `retry.attempts` × this, with the URL, instead of hanging.
         retry: the retry policy for transient transport errors (the converter's).
         log_every_s: seconds between progress log lines (0: none).
     """
@@ -79,6 +82,7 @@ class RemoteOptions:
     coalesce_bytes: int | None = None
     max_request_bytes: int = 16 << 20
     signed_urls: bool | None = None
+    timeout_s: float = TIMEOUT_S
     retry: RetryPolicy = dataclasses.field(
         default_factory=lambda: RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
     )
@@ -131,9 +135,8 @@ class RemoteStore:
         self._generation = 0  # close() bumps it: requests queued before then are dropped
         self.cache = RecordCache(self.options.cache_bytes, self.options.cache_dir)
         self._checked_version = False
-        self._counts = dict.fromkeys(
-            ("requests", "bytes_fetched", "records_fetched", "waits", "retries_s"), 0
-        )
+        self._counts = dict.fromkeys(("requests", "bytes_fetched", "records_fetched", "waits"), 0)
+        self._retries = RetryCounter()
         self._latency_s: float | None = None  # moving average per request
         self._bandwidth: float | None = None  # bytes/s of large requests, moving average
         self._started = time.monotonic()
@@ -152,9 +155,14 @@ class RemoteStore:
     def ranges(self) -> Any:
         with self._lock:
             if self._ranges is None:
-                fs, root = filesystem(self.url, self.storage_options)
+                fs, root = filesystem(self.url, self.storage_options, self.options.timeout_s)
                 self._ranges = open_ranges(
-                    fs, root, self.url, self.options.concurrency, self.options.signed_urls
+                    fs,
+                    root,
+                    self.url,
+                    self.options.concurrency,
+                    self.options.signed_urls,
+                    self.options.timeout_s,
                 )
             return self._ranges
 
@@ -197,6 +205,7 @@ class RemoteStore:
             attempt,
             what=join(self.url, relative) + ("" if start is None else f" bytes {start}..{end}"),
             policy=self.options.retry,
+            counter=self._retries,
             missing=f"dataset {self.url}",
         )
         self._measured(time.monotonic() - began, len(data))
@@ -396,7 +405,7 @@ class RemoteStore:
     def stats(self) -> dict[str, Any]:
         """Counters and estimates of this process: requests, bytes, cache hit rate, ..."""
         with self._lock:
-            counts = dict(self._counts)
+            counts = dict(self._counts, retries=self._retries.retries)
         return {
             "url": self.url,
             **counts,

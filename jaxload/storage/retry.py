@@ -239,11 +239,25 @@ def _final_message(what: str, kind: str, error: BaseException, missing: str | No
         context = f" ({missing})" if missing else ""
         return f"{what}: missing{context}: {describe(error)}"
     if kind == AUTH:
-        return (
-            f"{what}: access denied ({describe(error)}); for a private or gated hub dataset "
-            "log in with `hf auth login` or set HF_TOKEN"
-        )
+        return f"{what}: access denied ({describe(error)}); {_credentials_hint(what)}"
     return f"{what}: {describe(error)}"
+
+
+def _credentials_hint(what: str) -> str:
+    scheme = what.partition("://")[0].lower() if "://" in what else ""
+    if scheme == "s3":
+        return (
+            "check the AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "AWS_PROFILE, or storage_options key=/secret=; CLI: --storage-option)"
+        )
+    if scheme in ("gs", "gcs"):
+        return (
+            "check the Google credentials (`gcloud auth application-default login`, "
+            "GOOGLE_APPLICATION_CREDENTIALS, or storage_options token=)"
+        )
+    if scheme in ("", "hf") or "huggingface.co" in what:
+        return "for a private or gated hub dataset log in with `hf auth login` or set HF_TOKEN"
+    return "check the credentials given in storage_options"
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

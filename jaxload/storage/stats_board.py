@@ -28,7 +28,7 @@ SUMMED = (
     "bytes_fetched",
     "records_fetched",
     "waits",
-    "retries_s",
+    "retries",
     "cache_bytes",
     "cache_budget_bytes",
     "cache_records",
@@ -79,8 +79,11 @@ class StatsBoard:
 
 def combine(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Counters of several processes as one: sums, the hit rate of the sums, and the
-    request latency averaged over the processes' requests."""
-    first = dict(stats[0])
+    request latency averaged over the processes' requests. Processes that fetched nothing
+    (the main process of a loader whose workers read) are left out; the other estimates
+    are those of the process that made the most requests."""
+    stats = [s for s in stats if s.get("requests")] or list(stats[:1])
+    first = dict(max(stats, key=lambda s: s.get("requests", 0)))
     for name in SUMMED:
         first[name] = sum(s.get(name, 0) for s in stats)
     lookups = first["cache_hits"] + first["cache_misses"]

@@ -35,7 +35,15 @@ def join(root: str, relative: str) -> str:
     return f"{root.rstrip('/')}/{relative}"
 
 
-def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+# Seconds a request may wait for a connection or for its next bytes before it counts as a
+# transient failure (retried by jaxload's RetryPolicy). botocore waits 60 s, so a stalled
+# endpoint held a read for minutes across the retries.
+TIMEOUT_S = 10.0
+
+
+def filesystem(
+    url: str, storage_options: Mapping[str, Any] | None = None, timeout_s: float = TIMEOUT_S
+) -> tuple[Any, str]:
     """(fsspec filesystem, path of the dataset root in it) for a dataset URL.
 
     Raises a DatasetError naming the package to install when fsspec or the scheme's
@@ -48,32 +56,43 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
             f"{url}: reading URLs needs fsspec: pip install 'jaxload[remote]'"
         ) from e
     del fsspec
+    scheme, sep, rest = url.partition("://")
+    url = scheme.lower() + sep + rest  # fsspec knows "s3", not "S3"
     try:
-        fs, root = url_to_fs(url, **_s3_defaults(url, dict(storage_options or {})))
+        fs, root = url_to_fs(url, **_s3_defaults(url, dict(storage_options or {}), timeout_s))
     except ImportError as e:
         scheme = url.partition("://")[0].lower()
         package = PACKAGES.get(scheme, "the fsspec implementation of " + scheme)
         raise DatasetError(f"{url}: reading {scheme}:// URLs needs {package} ({e})") from e
+    if url.partition("://")[0].lower() == "s3" and hasattr(fs, "retries"):
+        # s3fs loops 5 times (with backoff) around timeouts and SlowDown itself, under
+        # jaxload's RetryPolicy: one try each. A class attribute, not an argument; this
+        # instance is jaxload's own (fsspec caches instances by their arguments, and the
+        # botocore config above is part of them).
+        fs.retries = 1
     return fs, root.rstrip("/")
 
 
-def _s3_defaults(url: str, options: dict[str, Any]) -> dict[str, Any]:
+def _s3_defaults(url: str, options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """botocore retries each request itself (5 tries, random backoff up to 8 s) under
     jaxload's RetryPolicy, which made a persistent HTTP 500 take 195 s to fail (25 s with
     this); so botocore's retries are off (max_attempts 0: no retry after the first try)
-    unless the user configured them (fsspec config, storage_options, AWS_MAX_ATTEMPTS)."""
+    unless the user configured them (fsspec config, storage_options, AWS_MAX_ATTEMPTS);
+    likewise s3fs's own (see `filesystem`). Its connect and read timeouts are `timeout_s`
+    unless configured."""
     if url.partition("://")[0].lower() != "s3":
         return options
     import fsspec.config
 
     configured = dict(fsspec.config.conf.get("s3", {}).get("config_kwargs") or {})
     config = {**configured, **dict(options.get("config_kwargs") or {})}
+    config = {"connect_timeout": timeout_s, "read_timeout": timeout_s, **config}
     if (
         "retries" in config
         or os.environ.get("AWS_MAX_ATTEMPTS")
         or os.environ.get("AWS_RETRY_MODE")
     ):
-        return options
+        return {**options, "config_kwargs": config}
     return {**options, "config_kwargs": {**config, "retries": {"max_attempts": 0}}}
 
 
