@@ -58,6 +58,15 @@ def _same(a: dict, b: dict) -> bool:
     )
 
 
+def _loaders(server, converted, options: RemoteOptions, **kwargs):
+    """(local loader, remote loader) over the same converted dataset, same arguments."""
+    local = jaxload.make_loader(converted, **kwargs)
+    remote = jaxload.make_loader(
+        "s3://bucket/ds", storage_options=server.storage_options(), remote=options, **kwargs
+    )
+    return local, remote
+
+
 def _remote(server, url="s3://bucket/ds", **kwargs):
     options = RemoteOptions(retry=FAST_RETRY, **kwargs)
     return jaxload.open(
@@ -113,13 +122,8 @@ def test_remote_samples_are_bitwise_equal_to_local(converted, clean):
 
 def test_loader_batches_and_resume_are_exact_against_local(converted, clean):
     kwargs = dict(global_batch_size=8, seed=5, delta_timestamps=WINDOWS, num_workers=0)
-    local = jaxload.make_loader(converted, **kwargs)
-    remote = jaxload.make_loader(
-        "s3://bucket/ds",
-        storage_options=clean.storage_options(),
-        remote=RemoteOptions(retry=FAST_RETRY, cache_bytes=400_000, lookahead=4),
-        **kwargs,
-    )
+    options = RemoteOptions(retry=FAST_RETRY, cache_bytes=400_000, lookahead=4)
+    local, remote = _loaders(clean, converted, options, **kwargs)
     with local, remote:
         for _ in range(6):
             a, b = next(local), next(remote)
@@ -141,13 +145,8 @@ def test_loader_batches_and_resume_are_exact_against_local(converted, clean):
 
 def test_a_loader_reads_on_after_an_outage_that_outlasted_its_retries(converted, clean):
     kwargs = dict(global_batch_size=8, seed=3, delta_timestamps=WINDOWS, num_workers=0)
-    local = jaxload.make_loader(converted, **kwargs)
-    remote = jaxload.make_loader(
-        "s3://bucket/ds",
-        storage_options=clean.storage_options(),
-        remote=RemoteOptions(retry=FAST_RETRY, cache_bytes=20_000, lookahead=1),
-        **kwargs,
-    )
+    options = RemoteOptions(retry=FAST_RETRY, cache_bytes=20_000, lookahead=1)
+    local, remote = _loaders(clean, converted, options, **kwargs)
     with local, remote:
         want = [next(local) for _ in range(40)]
         assert _same(next(remote), want[0])

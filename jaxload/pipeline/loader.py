@@ -120,14 +120,11 @@ class Loader:
         self.start()
         try:
             batch = next(self._iterator)
-        except WorkerTimeoutError as e:
+        except (WorkerTimeoutError, RemoteError) as e:
+            # A stuck reader, or storage that gave up after its retries: the pipeline holds
+            # the error and would raise it again. Dropped, so that the next next() reads the
+            # same position anew (an outage that has ended costs one exception, not the loader).
             self._abandon(getattr(e, "pid", None))
-            raise
-        except RemoteError:
-            # Storage gave up after its retries: the pipeline holds the error and would
-            # raise it again. Dropped, so that the next next() reads the same position anew
-            # (an outage that has ended costs the caller one exception, not the loader).
-            self._abandon(None)
             raise
         except RuntimeError as e:  # Grain's "worker process was terminated unexpectedly"
             unguarded = main_guard.explain_worker_crash(e)

@@ -57,14 +57,14 @@ def filesystem(
         ) from e
     del fsspec
     scheme, sep, rest = url.partition("://")
-    url = scheme.lower() + sep + rest  # fsspec knows "s3", not "S3"
+    scheme = scheme.lower()
+    url = scheme + sep + rest  # fsspec knows "s3", not "S3"
     try:
         fs, root = url_to_fs(url, **_s3_defaults(url, dict(storage_options or {}), timeout_s))
     except ImportError as e:
-        scheme = url.partition("://")[0].lower()
         package = PACKAGES.get(scheme, "the fsspec implementation of " + scheme)
         raise DatasetError(f"{url}: reading {scheme}:// URLs needs {package} ({e})") from e
-    if url.partition("://")[0].lower() == "s3" and hasattr(fs, "retries"):
+    if scheme == "s3" and hasattr(fs, "retries"):
         # s3fs loops 5 times (with backoff) around timeouts and SlowDown itself, under
         # jaxload's RetryPolicy: one try each. A class attribute, not an argument; this
         # instance is jaxload's own (fsspec caches instances by their arguments, and the
