@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=bench_data.DEFAULT_CACHE)
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--cache-fraction", type=float, default=0.10)
-    parser.add_argument("--batches", type=int, default=60, help="timed batches")
+    parser.add_argument("--batches", type=int, default=200, help="timed batches")
     parser.add_argument(
         "--warmup",
         type=int,
@@ -204,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         "bytes_needed_per_sample": needed / samples,
         "requests_per_sample": last["server"]["requests"] / samples,
         "live_cache_hit_rate": last["cache_hit_rate"],
+        "cache_early_evictions": last["cache_early_evictions"],
+        "sweep_period": last["sweep_period"],
         "coalesce_bytes": last["coalesce_bytes"],
         "measured_latency_ms": last["latency_ms"],
         "simulated": policies,
@@ -244,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         f"per sample: {result['bytes_fetched_per_sample'] / 1e3:.1f} KB fetched for "
         f"{result['bytes_needed_per_sample'] / 1e3:.1f} KB of records read, "
         f"{result['requests_per_sample']:.3f} requests; live cache hit rate "
-        f"{result['live_cache_hit_rate']:.1%}"
+        f"{result['live_cache_hit_rate']:.1%}; sweep period {result['sweep_period']} batches, "
+        f"{result['cache_early_evictions']} records evicted before their use"
     )
     print(
         f"same budget, same order, simulated: optimal (furthest next use) hit rate "

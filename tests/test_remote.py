@@ -262,6 +262,48 @@ def test_cache_evicts_the_record_used_furthest_ahead():
     assert "b" not in cache and {"a", "c", "e"} <= {k for k in "ace" if k in cache}
 
 
+def test_cache_counts_the_bytes_still_to_be_read_and_records_evicted_before_their_use():
+    cache = RecordCache(budget_bytes=30)
+    cache.plan("a", 1)
+    cache.plan("b", 2)
+    for key in "abn":  # n: never planned
+        cache.put(key, b"x" * 10)
+    assert cache.planned_bytes == 20 and cache.take_peak_planned() == 20
+    cache.get("a", batch=1)  # its last planned use
+    assert cache.planned_bytes == 10
+    cache.plan("c", 3)
+    cache.plan("d", 4)
+    cache.put("c", b"x" * 10)  # evicts n (never planned), then a (read): neither early
+    cache.put("d", b"x" * 10)
+    assert cache.early_evictions == 0 and cache.planned_bytes == 30
+    cache.plan("e", 5)
+    cache.put("e", b"x" * 10)  # the furthest use (e itself) goes, before batch 5 read it
+    assert cache.early_evictions == 1 and cache.planned_bytes == 30
+    assert cache.stats()["cache_early_evictions"] == 1
+    assert cache.take_peak_planned() == 30
+    cache.close()
+    assert cache.planned_bytes == 0
+
+
+def test_the_sweep_lengthens_while_the_cache_has_room_and_shortens_after_an_early_eviction(
+    clean,
+):
+    store = _remote(clean, cache_bytes=1000).remote_store
+    lead, window = store.lookahead(0.01, 100.0)  # 8 batches of records fit in 80%
+    assert (lead, window) == (4, 12)  # period 2 * 8 - 2 * lead: a record cached lead + P / 2
+    for _ in range(window):  # a whole window in which nothing waited in the cache
+        store.lookahead(0.01, 100.0)
+    assert store.lookahead(0.01, 100.0) == (4, 13)
+    for i in range(11):  # records a far batch reads, more than the budget holds
+        store.cache.plan(("x", i), 10**6)
+        store.cache.put(("x", i), b"x" * 100)
+    assert store.cache.early_evictions == 1
+    assert store.lookahead(0.01, 100.0) == (4, 4 + 9 * 3 // 4)
+    for _ in range(20):  # the cache stays full: no longer again
+        store.lookahead(0.01, 100.0)
+    assert store.lookahead(0.01, 100.0) == (4, 10)
+
+
 def test_optimal_policy_beats_lru_on_a_loader_order():
     rng = np.random.default_rng(0)
     accesses = [int(k) for k in rng.permutation(np.tile(np.arange(200), 5))]

@@ -115,6 +115,10 @@ class ReadBatch(grain.transforms.Map):
         """Global stream positions of this host's rows of batch k."""
         return self.start + int(k) * self.global_batch_size + self.rows
 
+    def locate(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(dataset index, dataset position) of each of this host's rows of batch k."""
+        return self.stream.locate(self.positions(k))
+
     def map(self, k: int) -> Batch:
         if not self.output_to_shared_memory:
             return self._read(k, None)
@@ -134,7 +138,7 @@ class ReadBatch(grain.transforms.Map):
                 shared_batch.worker_pool().release(ref)
 
     def _read(self, k: int, slots: dict | None) -> Batch:
-        dataset_ids, ds_positions = self.stream.locate(self.positions(k))
+        dataset_ids, ds_positions = self.locate(k)
         n = len(dataset_ids)
         samples: list[dict | None] = [None] * n
         videos: dict[str, list[tuple[np.ndarray, EncodedFrames]]] = {}

@@ -10,6 +10,11 @@ planned batch needs are evicted least recently used first.
     cache.put(("shard", 0, 17), payload)
     cache.get(("shard", 0, 17), batch=12)        # payload (a hit); next use: none planned
 
+It also says how full it runs, for the lookahead to size itself by: `planned_bytes` (cached
+records a planned batch has yet to read; its peak through `take_peak_planned`) and
+`early_evictions` (records evicted before their planned read: the budget was too small for
+what was fetched ahead).
+
 Records live in memory, or with `directory` in files under it (a budget larger than
 RAM: `RemoteOptions(cache_dir=...)`), each file checked against the xxh3 of what was put
 when read back; a file that fails the check is a miss, fetched again, never returned.
@@ -31,7 +36,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 NEVER = 1 << 62  # next use of a record no planned batch reads
@@ -150,6 +155,9 @@ class RecordCache:
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        self.early_evictions = 0  # evicted while a planned batch still needed them
+        self.planned_bytes = 0  # cached bytes some planned batch still reads
+        self._peak_planned = 0
 
     def __len__(self) -> int:
         return len(self._data)
@@ -159,12 +167,22 @@ class RecordCache:
 
     def plan(self, key: Hashable, batch: int) -> None:
         """Batch `batch` will read `key` (batches are planned in increasing order)."""
+        self.plan_many([key], batch)
+
+    def plan_many(self, keys: Iterable[Hashable], batch: int) -> None:
+        """Batch `batch` will read each of `keys`."""
         with self._lock:
-            uses = self._uses.setdefault(key, collections.deque())
-            if not uses or uses[-1] != batch:
-                uses.append(batch)
-            if key in self._data and uses[0] == batch:
-                self._push(key)
+            for key in keys:
+                uses = self._uses.get(key)
+                if uses is None:
+                    uses = self._uses[key] = collections.deque()
+                    if key in self._data:
+                        self.planned_bytes += self._data.size(key)
+                if not uses or uses[-1] != batch:
+                    uses.append(batch)
+                if key in self._data and uses[0] == batch:
+                    self._push(key)
+            self._peak_planned = max(self._peak_planned, self.planned_bytes)
 
     def next_use(self, key: Hashable) -> int:
         uses = self._uses.get(key)
@@ -183,6 +201,8 @@ class RecordCache:
                 if size is not None:  # a cache file that failed its check: dropped
                     self.bytes -= size
                     self._entry.pop(key, None)
+                    if key in self._uses:
+                        self.planned_bytes -= size
                 return None
             self.hits += 1
             self._push(key)
@@ -199,7 +219,7 @@ class RecordCache:
             self._data.close()
             self._heap.clear()
             self._entry.clear()
-            self.bytes = 0
+            self.bytes = self.planned_bytes = self._peak_planned = 0
 
     def consume(self, key: Hashable, batch: int) -> None:
         """Batch `batch` read `key` (served without the cache, e.g. from a fetch in flight)."""
@@ -216,15 +236,28 @@ class RecordCache:
                 return
             self._data[key] = data
             self.bytes += len(data)
+            if key in self._uses:
+                self.planned_bytes += len(data)
             self._push(key)
             while self.bytes > self.budget_bytes and self._heap:
                 _, seq, victim = heapq.heappop(self._heap)
                 if self._entry.get(victim) != seq:
                     continue  # stale: the key was re-prioritised or evicted since
                 del self._entry[victim]
-                self.bytes -= self._data.size(victim)
+                size = self._data.size(victim)
+                self.bytes -= size
                 self._data.pop(victim)
                 self.evictions += 1
+                if victim in self._uses:
+                    self.planned_bytes -= size
+                    self.early_evictions += 1
+            self._peak_planned = max(self._peak_planned, self.planned_bytes)
+
+    def take_peak_planned(self) -> int:
+        """The most `planned_bytes` since the last call (then starts over from now)."""
+        with self._lock:
+            peak, self._peak_planned = self._peak_planned, self.planned_bytes
+            return peak
 
     def _consume(self, key: Hashable, batch: int) -> None:
         uses = self._uses.get(key)
@@ -232,6 +265,8 @@ class RecordCache:
             uses.popleft()
         if uses is not None and not uses:
             del self._uses[key]
+            if key in self._data:
+                self.planned_bytes -= self._data.size(key)
 
     def _push(self, key: Hashable) -> None:
         # Among records with the same next use (NEVER included), the least recently
@@ -253,6 +288,7 @@ class RecordCache:
             "cache_misses": self.misses,
             "cache_hit_rate": self.hits / total if total else 0.0,
             "cache_evictions": self.evictions,
+            "cache_early_evictions": self.early_evictions,
         }
 
 

@@ -14,8 +14,9 @@ passes over the dataset's bytes once every P = W - L batches, and a record neede
 j is fetched when the cursor last passes it at least L batches (the lead, a few request
 latencies) before j. Records fetched in one step then lie next to each other, so
 merging them wastes little, while the cache only holds each record from its fetch to its
-use (on average L + P/2 batches, which is what sizes W to the cache). Nothing here
-changes what a batch holds: with or without it a batch reads the same verified records.
+use (on average L + P/2 batches). The store sizes L and P (`RemoteStore.lookahead`): P as
+long as the cache holds, found by watching it. Nothing here changes what a batch holds:
+with or without it a batch reads the same verified records.
 
     read = with_lookahead(ReadBatch(...), step=max(1, num_workers))   # loader.py does this
 """
@@ -27,6 +28,8 @@ import itertools
 import threading
 import time
 from typing import Any
+
+import numpy as np
 
 from jaxload.storage import remote
 from jaxload.storage.stats_board import StatsBoard, combine
@@ -47,7 +50,8 @@ class Lookahead:
         self._last_start: float | None = None
         self._interval: float | None = None
         self._batch_bytes: float | None = None  # stored bytes a batch reads (measured)
-        self._due: list[tuple[int, int, int, tuple[int, int]]] = []  # (fetch at, seq, d, key)
+        self._due: list[tuple[int, int, int, list[tuple[int, int]]]] = []  # (at, seq, d, keys)
+        self.located: dict[int, tuple[Any, Any]] = {}  # batch -> stream.locate, planned ahead
         self._seq = itertools.count()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -77,6 +81,9 @@ class Lookahead:
             if self._planned_to is None or self._planned_to < k:
                 self._planned_to = k - self.step  # (re)start planning at k
                 self._due.clear()
+                self.located.clear()
+            elif len(self.located) > 2 * MAX_DEPTH:  # planned batches another reader took
+                self.located = {j: v for j, v in self.located.items() if j >= k}
             if self._batch_bytes is None:  # first batch: measure what one batch reads
                 lead, period, horizon = 0, 1, k
             else:
@@ -90,7 +97,7 @@ class Lookahead:
             due = self._pop_due(k)
         for d, store in stores:
             if due.get(d):
-                store.fetch(due[d])
+                store.prefetch(due[d])
 
     def _plan(
         self, batches: list[int], stores: list[tuple[int, Any]], lead: int, period: int
@@ -99,35 +106,41 @@ class Lookahead:
         stream = self.read_batch.stream
         sizes = 0.0
         for j in batches:
-            dataset_ids, positions = stream.locate(self.read_batch.positions(j))
+            dataset_ids, positions = self.located[j] = stream.locate(self.read_batch.positions(j))
             for d, store in stores:
                 mine = positions[dataset_ids == d]
                 if not len(mine):
                     continue
-                keys = self.read_batch.datasets[d].record_keys(mine.tolist())
-                unique = sorted(set(map(tuple, keys.tolist())))
-                store.load_offsets({shard for shard, _ in unique})
-                for key in unique:
-                    store.cache.plan(key, j)
-                    at = _fetch_time(j, lead, period, store.phase(key))
-                    heapq.heappush(self._due, (at, next(self._seq), d, key))
-                    sizes += store.record_bytes(key)
+                keys = self.read_batch.datasets[d].record_keys(mine.tolist())  # sorted, unique
+                store.load_offsets(np.unique(keys[:, 0]).tolist())
+                pairs = list(zip(keys[:, 0].tolist(), keys[:, 1].tolist(), strict=True))
+                store.cache.plan_many(pairs, j)
+                phases, nbytes = store.place(keys)
+                sizes += float(nbytes.sum())
+                # One heap entry per fetch time, holding the keys due then.
+                times = _fetch_time(j, lead, period, phases)
+                order = np.argsort(times, kind="stable")
+                bounds = np.flatnonzero(np.diff(times[order])) + 1
+                for group in np.split(order, bounds):
+                    due = [pairs[i] for i in group.tolist()]
+                    heapq.heappush(self._due, (int(times[group[0]]), next(self._seq), d, due))
         if batches:
             self._batch_bytes = max(self._batch_bytes or 1.0, sizes / len(batches))
 
     def _pop_due(self, k: int) -> dict[int, list[tuple[int, int]]]:
         due: dict[int, list[tuple[int, int]]] = {}
         while self._due and self._due[0][0] <= k:
-            _, _, d, key = heapq.heappop(self._due)
-            due.setdefault(d, []).append(key)
+            _, _, d, keys = heapq.heappop(self._due)
+            due.setdefault(d, []).extend(keys)
         return due
 
 
-def _fetch_time(use: int, lead: int, period: int, phase: float) -> int:
+def _fetch_time(use: int, lead: int, period: int, phase: Any) -> Any:
     """The last batch at or before `use - lead` at which the sweep's cursor (one pass over
-    the dataset every `period` batches) is at `phase` (0..1) of the dataset's bytes."""
+    the dataset every `period` batches) is at `phase` (0..1, a float or an array) of the
+    dataset's bytes."""
     latest = use - lead
-    offset = int(phase * period)
+    offset = np.floor(np.asarray(phase) * period).astype(np.int64)
     return latest - ((latest - offset) % period)
 
 
@@ -155,6 +168,10 @@ class LookaheadMixin:
     """Wraps `map(k)`: plan and fetch ahead of batch k, then read it."""
 
     lookahead: Lookahead
+
+    def locate(self, k: int) -> Any:
+        found = self.lookahead.located.pop(int(k), None)  # computed when k was planned
+        return found if found is not None else super().locate(k)  # type: ignore[misc]
 
     def map(self, k: int) -> Any:
         if self.lookahead.read_batch is None:  # unpickled in a worker process

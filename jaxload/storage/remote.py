@@ -46,6 +46,9 @@ CURRENT = threading.local()
 
 Key = tuple[int, int]  # (shard, record)
 
+MAX_PERIOD = 1024  # batches: the longest sweep (the lookahead plans no further anyway)
+GROW_BELOW = 0.75  # the sweep lengthens while records still to be read fill less of the cache
+
 
 @dataclasses.dataclass(frozen=True)
 class RemoteOptions:
@@ -58,9 +61,9 @@ class RemoteOptions:
             subdirectory, removed when the process ends.
         concurrency: range requests in flight at once, per process.
         lookahead: batches planned ahead of the one being read (the window of
-            `jaxload.storage.prefetch`'s sweep); None: sized so the records fetched ahead
-            fit in 80% of the cache, each fetched at least a few measured request
-            latencies (at the measured batch interval) before its batch.
+            `jaxload.storage.prefetch`'s sweep); None: each record fetched at least a few
+            measured request latencies (at the measured batch interval) before its batch,
+            and the sweep's period as long as the cache holds (`RemoteStore._period`).
         coalesce_bytes: ranges of a shard closer than this are fetched as one request;
             None: measured latency × measured bandwidth (64 KiB .. 8 MiB).
         max_request_bytes: the largest merged request.
@@ -138,6 +141,7 @@ class RemoteStore:
         self._counts = dict.fromkeys(("requests", "bytes_fetched", "records_fetched", "waits"), 0)
         self._retries = RetryCounter()
         self._latency_s: float | None = None  # moving average per request
+        self._sweep: dict[str, Any] = {"period": None, "since": 0, "early": 0}  # _period
         self._bandwidth: float | None = None  # bytes/s of large requests, moving average
         self._started = time.monotonic()
         self._logged = self._started
@@ -321,38 +325,61 @@ class RemoteStore:
         wanted = sorted(set(keys))
         self.load_offsets({s for s, _ in wanted})
         futures: dict[Key, cf.Future] = {}
-        new: list[Key] = []
         with self._lock:
             for key in wanted:
                 future = self._inflight.get(key)
                 if future is None:
-                    future = cf.Future()
                     cached = self.cache.peek(key)
                     if cached is not None:  # arrived since the caller looked
+                        future = cf.Future()
                         future.set_result(cached)
-                    else:
-                        self._inflight[key] = future
-                        new.append(key)
                 futures[key] = future
-        generation = self._generation
-        for request in self._requests(new):
-            self.pool().submit(self._fetch_range, request, generation)
+            new = self._start([k for k, f in futures.items() if f is None])
+        futures.update(new)
+        self._submit(list(new))
         return futures
+
+    def prefetch(self, keys: Iterable[Key]) -> None:
+        """Starts fetching `keys` not cached or in flight (what `fetch` does, without a
+        future per key: the lookahead's path, once per batch)."""
+        wanted = sorted(set(keys))
+        self.load_offsets({s for s, _ in wanted})
+        with self._lock:
+            fresh = [k for k in wanted if k not in self._inflight and k not in self.cache]
+            new = self._start(fresh)
+        self._submit(list(new))
+
+    def _start(self, keys: list[Key]) -> dict[Key, cf.Future]:
+        """Registers `keys` as in flight (under the lock): a future each."""
+        new = {key: cf.Future() for key in keys}
+        self._inflight.update(new)
+        return new
+
+    def _submit(self, keys: list[Key]) -> None:
+        generation = self._generation
+        for request in self._requests(keys):
+            self.pool().submit(self._fetch_range, request, generation)
 
     def _requests(self, keys: Sequence[Key]) -> list[tuple[int, int, int, list[int]]]:
         """(shard, start, end, records) requests covering `keys` (sorted), merged across
         gaps below `coalesce_bytes` up to `max_request_bytes`."""
         gap, most = self.coalesce_bytes(), self.options.max_request_bytes
         out: list[tuple[int, int, int, list[int]]] = []
+        by_shard: dict[int, list[int]] = {}
         for shard, record in keys:
-            offsets = self._offsets[shard]
-            start, end = int(offsets[record]), int(offsets[record + 1])
-            if out and out[-1][0] == shard:
-                _, first, last, records = out[-1]
+            by_shard.setdefault(shard, []).append(record)
+        for shard, records in by_shard.items():
+            offsets, index = self._offsets[shard], np.asarray(records)
+            starts, ends = offsets[index].tolist(), offsets[index + 1].tolist()
+            first, last, members = starts[0], ends[0], [records[0]]
+            for record, start, end in zip(records[1:], starts[1:], ends[1:], strict=True):
                 if start - last <= gap and max(end, last) - first <= most:
-                    out[-1] = (shard, first, max(end, last), [*records, record])
+                    last = max(end, last)
+                    members.append(record)
                     continue
-            out.append((shard, start, end, [record]))
+                out.append((shard, first, last, members))
+                first, last, members = start, end, [record]
+            out.append((shard, first, last, members))
         return out
 
     def _fetch_range(self, request: tuple[int, int, int, list[int]], generation: int) -> None:
@@ -367,11 +394,11 @@ class RemoteStore:
                     f"{join(self.url, layout.shard_path(shard))}: bytes {start}..{end} came back "
                     f"as {len(data)} bytes; the shard in storage is shorter than its index"
                 )
-            offsets = self._offsets[shard]
+            offsets, index = self._offsets[shard], np.asarray(records)
             view = memoryview(data)
-            for key, record in zip(keys, records, strict=True):
-                first, last = int(offsets[record]) - start, int(offsets[record + 1]) - start
-                payload = self._verify(shard, record, view[first:last], first + start)
+            spans = zip(keys, records, offsets[index].tolist(), offsets[index + 1].tolist())
+            for key, record, first, last in spans:
+                payload = self._verify(shard, record, view[first - start : last - start], first)
                 with self._lock:
                     future = self._inflight.pop(key, None)
                     self._counts["records_fetched"] += 1
@@ -413,6 +440,7 @@ class RemoteStore:
             "latency_ms": round(self.latency_s * 1000, 2),
             "bandwidth_mb_s": round(self.bandwidth / 1e6, 1),
             "coalesce_bytes": self.coalesce_bytes(),
+            "sweep_period": self._sweep["period"],
             "transport": getattr(self._ranges, "kind", None),
         }
 
@@ -440,11 +468,10 @@ class RemoteStore:
         )
 
     def lookahead(self, batch_interval_s: float | None, batch_bytes: float) -> tuple[int, int]:
-        """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`. The lead
-        covers a few request latencies at the measured batch interval; the window W is as
-        large as the cache holds: a record stays cached from its fetch to its use, on
-        average lead + (W - lead) / 2 batches, and that times the bytes a batch reads must
-        fit in 80% of the budget."""
+        """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`, asked
+        once per batch read. The lead covers a few request latencies at the measured batch
+        interval; the rest of the window, the sweep's period P, is as long as the cache
+        holds (`_period`)."""
         fits = max(2.0, 0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0))
         interval = batch_interval_s if batch_interval_s else 0.01
         lead = math.ceil(3 * self.latency_s / max(interval, 1e-3)) + 1
@@ -452,17 +479,44 @@ class RemoteStore:
         if self.options.lookahead is not None:
             window = max(1, int(self.options.lookahead))
             return min(lead, max(1, window // 2)), window
-        return lead, max(lead + 1, int(2 * fits) - lead)
+        return lead, lead + self._period(fits, lead)
 
-    def phase(self, key: Key) -> float:
-        """Where record `key` lies in the dataset's bytes, 0..1 (shards in order)."""
-        shard, record = key
-        offsets = self._offsets[shard]
-        return (shard + int(offsets[record]) / max(1, int(offsets[-1]))) / self.info.num_shards
+    def _period(self, fits: float, lead: int) -> int:
+        """The sweep's period in batches: a longer one fetches fewer bytes per batch (one
+        pass over the dataset serves more batches) but keeps records cached longer.
 
-    def record_bytes(self, key: Key) -> int:
-        offsets = self._offsets[key[0]]
-        return int(offsets[key[1] + 1] - offsets[key[1]])
+        It starts where a record would stay cached from its fetch to its use, on average
+        lead + P / 2 batches, in 80% of the budget (`fits` batches of records). Records are
+        cached when their request lands, not when it leaves, so that overestimates; the
+        cache then says how long P can be: it shrinks by a quarter whenever a record is
+        evicted before a planned batch read it, and grows by an eighth after a whole
+        window in which the records still to be read never filled 75% of the budget."""
+        sweep = self._sweep
+        if sweep["period"] is None:
+            sweep["period"] = max(1, int(2 * fits) - 2 * lead)
+        sweep["since"] += 1
+        early = self.cache.early_evictions
+        if early > sweep["early"]:
+            sweep.update(period=max(1, sweep["period"] * 3 // 4), since=0, early=early)
+            self.cache.take_peak_planned()
+        elif sweep["since"] >= lead + sweep["period"]:
+            sweep["since"] = 0
+            if self.cache.take_peak_planned() < GROW_BELOW * self.cache.budget_bytes:
+                sweep["period"] = min(MAX_PERIOD, sweep["period"] + max(1, sweep["period"] // 8))
+        return sweep["period"]
+
+    def place(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For (shard, record) rows `keys` (offsets loaded): where each record lies in the
+        dataset's bytes, 0..1 (shards in order), and its size in bytes."""
+        phases = np.empty(len(keys))
+        sizes = np.empty(len(keys), np.int64)
+        for shard in np.unique(keys[:, 0]).tolist():
+            rows = np.flatnonzero(keys[:, 0] == shard)
+            offsets = self._offsets[shard]
+            begin = offsets[keys[rows, 1]]
+            sizes[rows] = offsets[keys[rows, 1] + 1] - begin
+            phases[rows] = (shard + begin / max(1, int(offsets[-1]))) / self.info.num_shards
+        return phases, sizes
 
     def close(self) -> None:
         """Stops fetching: queued requests are dropped and the records in flight fail with

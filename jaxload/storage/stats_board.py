@@ -35,6 +35,7 @@ SUMMED = (
     "cache_hits",
     "cache_misses",
     "cache_evictions",
+    "cache_early_evictions",
 )
 PUBLISH_EVERY_S = 1.0
 
