@@ -335,3 +335,14 @@ def test_default_parallelism_follows_the_core_count():
     assert (loader.options.num_workers, loader.options.read_threads) == split_cores(os.cpu_count())
     explicit = make_loader(_fake(), global_batch_size=4, num_workers=2, host_index=0, host_count=1)
     assert (explicit.options.num_workers, explicit.options.read_threads) == (2, 2)
+
+
+def test_a_remote_dataset_gets_one_more_read_thread_unless_given():
+    from jaxload.pipeline.options import PipelineOptions
+
+    def threads(**kwargs):
+        return PipelineOptions(**kwargs).resolve(cores=2, remote=True).read_threads
+
+    assert PipelineOptions().resolve(cores=2).read_threads == 2
+    assert threads() == 3 and threads(num_workers=2) == 3
+    assert threads(read_threads=2) == 2

@@ -133,6 +133,8 @@ def test_loader_batches_and_resume_are_exact_against_local(converted, clean):
         stats = remote.stats["s3://bucket/ds"]
         assert stats["cache_hits"] > 0  # fetched ahead: the reads found their records
         assert stats["cache_bytes"] <= 400_000  # the budget holds
+        # Its readers wait on the network at times: one more read thread than local.
+        assert remote.options.read_threads == local.options.read_threads + 1
     restored = jaxload.make_loader(
         "s3://bucket/ds", storage_options=clean.storage_options(), **kwargs
     )

@@ -510,7 +510,9 @@ def make_loader(
     )
     if options.autotune:
         options = _autotuned(options, sources, datasets, host_count, sharding)
-    options = options.resolve()
+    options = options.resolve(
+        remote=any(getattr(d, "remote_store", None) is not None for d in datasets)
+    )
     encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
     image_transforms, image_transforms_on = resolve_image_transforms(
         image_transforms, image_transforms_on, datasets, key_maps, schema, encoded, sharding

@@ -113,16 +113,22 @@ class PipelineOptions:
             raise ValueError(f"set both in `options` and as make_loader arguments: {clash}")
         return dataclasses.replace(self, **given)
 
-    def resolve(self, cores: int | None = None) -> PipelineOptions:
-        """Every knob set: the ones left None from `split_cores` on this machine's cores."""
+    def resolve(self, cores: int | None = None, remote: bool = False) -> PipelineOptions:
+        """Every knob set: the ones left None from `split_cores` on this machine's cores.
+
+        `remote`: a dataset is read from object storage. Its readers wait for a record
+        still in flight now and then, so each process gets one read thread more, which
+        decodes meanwhile (2-core VM, 50 ms per request: +7% samples/s at 96x128 and at
+        180x320; the same extra thread cost local reads 4-5%)."""
         kw: dict[str, Any] = {}
+        extra = 1 if remote else 0
         if self.num_workers is None:
             workers, threads = split_cores(cores or os.cpu_count() or 2)
             kw["num_workers"] = workers
             if self.read_threads is None:
-                kw["read_threads"] = threads
+                kw["read_threads"] = threads + extra
         elif self.read_threads is None:
-            kw["read_threads"] = 2
+            kw["read_threads"] = 2 + extra
         if self.worker_buffer_size is None:
             kw["worker_buffer_size"] = 2
         if self.prefetch is None:
