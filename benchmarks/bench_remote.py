@@ -5,7 +5,8 @@ layer that adds `--latency-ms` per request; tests/s3_server.py), with a record c
 the store signs them), through s3fs (`signed_urls=False`), and with the cache on disk
 (`RemoteOptions(cache_dir=...)`), and the first again with no injected latency (what the
 latency, rather than the work of fetching, costs). Each loader runs with its defaults
-(0 workers on 2 cores; read threads: 2 local, 3 remote, `PipelineOptions.resolve`).
+(0 workers on 2 cores; read threads: 2 local and with the disk cache, 3 remote with the
+cache in memory, `PipelineOptions.resolve`).
 
 Reports samples/s of each, remote/local, bytes and requests per sample, the CPU seconds
 the client and the server spent per batch, the live cache hit rate, and the hit rates the furthest-next-use (optimal) and LRU policies reach at the same
@@ -63,7 +64,7 @@ def run(path, batches: int, batch_size: int, warmup: int, **kwargs) -> tuple[flo
         global_batch_size=batch_size,
         seed=0,
         delta_timestamps=WINDOWS,
-        num_workers=0,  # and read_threads left to the loader: local 2, remote 3 on 2 cores
+        num_workers=0,  # and read_threads left to the loader (module docstring)
         **kwargs,
     )
     next(loader)

@@ -336,6 +336,7 @@ def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, t
         stats = remote.stats["s3://bucket/ds"]
         assert 1 <= stats["processes"] <= 2 and stats["records_fetched"] > 0
         assert stats["transport"] == "signed"
+        assert remote.options.read_threads == 2  # no extra thread with a disk cache
         # Only the reading processes made cache directories, the main one none.
         owners = {int(d.name.split("-")[2]) for d in cache_dir.iterdir()}
         assert owners and os.getpid() not in owners
