@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -304,6 +305,56 @@ def test_the_sweep_lengthens_while_the_cache_has_room_and_shortens_after_an_earl
     for _ in range(20):  # the cache stays full: no longer again
         store.lookahead(0.01, 100.0)
     assert store.lookahead(0.01, 100.0) == (4, 10)
+
+
+def _within(seconds: float, read):
+    """read() run in a thread that must finish within `seconds` (a hang fails the test)."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(read()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"the read hung for {seconds} s"
+    return out[0]
+
+
+def test_a_cache_dir_that_cannot_be_written_neither_hangs_nor_changes_a_read(
+    converted, clean, tmp_path, caplog
+):
+    local = jaxload.open(converted, delta_timestamps=WINDOWS)
+    remote = _remote(clean, cache_dir=str(tmp_path / "cache"))
+    assert _same(remote[0], local[0])  # makes this process's cache directory
+    directory = remote.remote_store.cache._data.directory
+    shutil.rmtree(directory)
+    with open(directory, "wb"):  # a file where it was: every write fails (as on a full disk)
+        pass
+    with caplog.at_level(logging.WARNING, logger="jaxload.storage"):
+        got = _within(60, lambda: [remote[i] for i in (5, 9, 13)])
+    assert all(_same(g, local[i]) for g, i in zip(got, (5, 9, 13), strict=True))
+    assert any("cannot cache records" in r.getMessage() for r in caplog.records)
+
+
+def test_a_cache_directory_removed_under_a_reader_is_made_again(converted, clean, tmp_path):
+    local = jaxload.open(converted, delta_timestamps=WINDOWS)
+    remote = _remote(clean, cache_dir=str(tmp_path / "cache"))
+    assert _same(remote[0], local[0])
+    cache = remote.remote_store.cache
+    shutil.rmtree(cache._data.directory)  # e.g. a /tmp cleaner
+    before = len(cache)
+    assert all(_same(_within(60, lambda i=i: remote[i]), local[i]) for i in (5, 9, 13))
+    assert len(cache) > before and os.path.isdir(cache._data.directory)
+    directory = cache._data.directory
+    remote.remote_store.close()  # what loader.close() does: the files go with the cache
+    assert not os.path.exists(directory) and len(cache) == 0
+
+
+def test_a_request_that_cannot_start_leaves_no_record_in_flight(clean):
+    store = _remote(clean).remote_store
+    store.load_offsets([0])
+    store.pool().shutdown()  # as at interpreter exit: the pool takes no new work
+    with pytest.raises(RuntimeError, match="cannot schedule"):
+        store.fetch([(0, 1), (0, 2)])
+    # Before, the two stayed "in flight" for good: a later read of either waited forever.
+    assert not store._inflight
 
 
 def test_optimal_policy_beats_lru_on_a_loader_order():

@@ -90,8 +90,11 @@ class DiskPayloads:
         from xxhash import xxh3_64_intdigest
 
         path = os.path.join(self._directory(), str(next(self._names)))
-        with open(path, "wb") as f:
-            f.write(data)
+        try:
+            _write(path, data)
+        except FileNotFoundError:  # the directory was removed (a /tmp cleaner): again
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _write(path, data)
         self._index[key] = (len(data), xxh3_64_intdigest(data), path)
 
     def get(self, key: Hashable) -> bytes | None:
@@ -121,6 +124,17 @@ class DiskPayloads:
         self._index.clear()
         if self._remove is not None:
             self._remove()
+        self.directory = self._remove = None  # a later put makes a new one
+
+
+def _write(path: str, data: bytes) -> None:
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError:  # a full disk: no partial file left behind
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
 
 
 def _remove_orphans(root: str | os.PathLike, pattern: re.Pattern) -> None:

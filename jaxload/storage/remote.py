@@ -138,6 +138,7 @@ class RemoteStore:
         self._generation = 0  # close() bumps it: requests queued before then are dropped
         self.cache = RecordCache(self.options.cache_bytes, self.options.cache_dir)
         self._checked_version = False
+        self._cache_failed = False  # a cache write failed (said once)
         self._counts = dict.fromkeys(("requests", "bytes_fetched", "records_fetched", "waits"), 0)
         self._retries = RetryCounter()
         self._latency_s: float | None = None  # moving average per request
@@ -358,7 +359,15 @@ class RemoteStore:
     def _submit(self, keys: list[Key]) -> None:
         generation = self._generation
         for request in self._requests(keys):
-            self.pool().submit(self._fetch_range, request, generation)
+            try:
+                self.pool().submit(self._fetch_range, request, generation)
+            except BaseException as error:  # e.g. at interpreter exit: no new threads
+                with self._lock:
+                    orphans = [self._inflight.pop((request[0], r), None) for r in request[3]]
+                for future in orphans:
+                    if future is not None:
+                        future.set_exception(error)
+                raise
 
     def _requests(self, keys: Sequence[Key]) -> list[tuple[int, int, int, list[int]]]:
         """(shard, start, end, records) requests covering `keys` (sorted), merged across
@@ -403,13 +412,30 @@ class RemoteStore:
                     future = self._inflight.pop(key, None)
                     self._counts["records_fetched"] += 1
                 if future is not None:  # None: close() failed it meanwhile
-                    self.cache.put(key, payload)
+                    self._keep(key, payload)
                     future.set_result(payload)
         except BaseException as error:
             with self._lock:
                 pending = [self._inflight.pop(k) for k in keys if k in self._inflight]
             for future in pending:
                 future.set_exception(error)
+
+    def _keep(self, key: Key, payload: bytes) -> None:
+        """Caches a verified record; a cache that cannot store it (a full disk under
+        `cache_dir`) is said once and the read goes on without it: the reader waiting for
+        the record still gets it."""
+        try:
+            self.cache.put(key, payload)
+        except OSError as e:
+            if not self._cache_failed:
+                self._cache_failed = True
+                log.warning(
+                    "%s: cannot cache records in %s (%s); reading on, fetching them again "
+                    "when needed",
+                    self.url,
+                    self.options.cache_dir,
+                    e,
+                )
 
     def _verify(self, shard: int, record: int, chunk: memoryview, begin: int) -> bytes:
         where = f"{join(self.url, layout.shard_path(shard))}: record {record}"
@@ -520,14 +546,16 @@ class RemoteStore:
 
     def close(self) -> None:
         """Stops fetching: queued requests are dropped and the records in flight fail with
-        an error (requests already on the wire finish in the background and are discarded).
-        A later read starts again with the cache as it is."""
+        an error (requests already on the wire finish in the background and are discarded),
+        and the cache is emptied (its files under `cache_dir` removed). A later read starts
+        again with an empty cache."""
         with self._lock:
             pool, self._pool = self._pool, None
             pending, self._inflight = self._inflight, {}
             self._generation += 1
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        self.cache.close()
         closed = DatasetError(f"{self.url}: closed while this record was being fetched")
         for future in pending.values():
             if not future.done():
