@@ -353,8 +353,9 @@ class JaxloadDataset:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Segment number and frame-within-segment of each (sample, window slot)."""
         starts, first = self._segment_index(cam)
-        flat = np.searchsorted(starts, self.episode_starts[ep][:, None] + frames, side="right") - 1
-        return flat - first[ep][:, None], self.episode_starts[ep][:, None] + frames - starts[flat]
+        position = self.episode_starts[ep][:, None] + frames
+        flat = np.searchsorted(starts, position, side="right") - 1
+        return flat - first[ep][:, None], position - starts[flat]
 
     def _segment_index(self, cam: str) -> tuple[np.ndarray, np.ndarray]:
         """Every selected episode's segment starts of camera `cam` as stream positions (one
@@ -364,10 +365,11 @@ class JaxloadDataset:
         if found is None:
             per_episode = self._episodes.segment_starts[cam]
             starts = np.concatenate(
-                [[0], *(base + s for base, s in zip(self.episode_starts, per_episode))]
-            )[1:].astype(np.int64)
-            first = np.concatenate([[0], np.cumsum([len(s) for s in per_episode])[:-1]])
-            found = self._segment_starts[cam] = (starts, first.astype(np.int64))
+                [base + s for base, s in zip(self.episode_starts, per_episode, strict=True)]
+            ).astype(np.int64)
+            counts = [len(s) for s in per_episode]
+            first = np.cumsum([0, *counts[:-1]], dtype=np.int64)
+            found = self._segment_starts[cam] = (starts, first)
         return found
 
     def _strings(self, key: str, row: int, indices: np.ndarray) -> str | np.ndarray:

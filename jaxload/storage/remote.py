@@ -362,12 +362,15 @@ class RemoteStore:
             try:
                 self.pool().submit(self._fetch_range, request, generation)
             except BaseException as error:  # e.g. at interpreter exit: no new threads
-                with self._lock:
-                    orphans = [self._inflight.pop((request[0], r), None) for r in request[3]]
-                for future in orphans:
-                    if future is not None:
-                        future.set_exception(error)
+                self._fail([(request[0], r) for r in request[3]], error)
                 raise
+
+    def _fail(self, keys: list[Key], error: BaseException) -> None:
+        """The records of `keys` still in flight fail with `error` (none is left waiting)."""
+        with self._lock:
+            pending = [self._inflight.pop(k) for k in keys if k in self._inflight]
+        for future in pending:
+            future.set_exception(error)
 
     def _requests(self, keys: Sequence[Key]) -> list[tuple[int, int, int, list[int]]]:
         """(shard, start, end, records) requests covering `keys` (sorted), merged across
@@ -415,10 +418,7 @@ class RemoteStore:
                     self._keep(key, payload)
                     future.set_result(payload)
         except BaseException as error:
-            with self._lock:
-                pending = [self._inflight.pop(k) for k in keys if k in self._inflight]
-            for future in pending:
-                future.set_exception(error)
+            self._fail(keys, error)
 
     def _keep(self, key: Key, payload: bytes) -> None:
         """Caches a verified record; a cache that cannot store it (a full disk under

@@ -60,7 +60,10 @@ def filesystem(
     scheme = scheme.lower()
     url = scheme + sep + rest  # fsspec knows "s3", not "S3"
     try:
-        fs, root = url_to_fs(url, **_s3_defaults(url, dict(storage_options or {}), timeout_s))
+        options = dict(storage_options or {})
+        if scheme == "s3":
+            options = _s3_defaults(options, timeout_s)
+        fs, root = url_to_fs(url, **options)
     except ImportError as e:
         package = PACKAGES.get(scheme, "the fsspec implementation of " + scheme)
         raise DatasetError(f"{url}: reading {scheme}:// URLs needs {package} ({e})") from e
@@ -73,15 +76,13 @@ def filesystem(
     return fs, root.rstrip("/")
 
 
-def _s3_defaults(url: str, options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+def _s3_defaults(options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """botocore retries each request itself (5 tries, random backoff up to 8 s) under
     jaxload's RetryPolicy, which made a persistent HTTP 500 take 195 s to fail (25 s with
     this); so botocore's retries are off (max_attempts 0: no retry after the first try)
     unless the user configured them (fsspec config, storage_options, AWS_MAX_ATTEMPTS);
     likewise s3fs's own (see `filesystem`). Its connect and read timeouts are `timeout_s`
     unless configured."""
-    if url.partition("://")[0].lower() != "s3":
-        return options
     import fsspec.config
 
     configured = dict(fsspec.config.conf.get("s3", {}).get("config_kwargs") or {})
