@@ -441,6 +441,30 @@ def test_close_fails_fetches_in_flight_and_a_later_read_works(converted, clean):
     assert _same(local[3], remote[3])
 
 
+def test_a_pipeline_whose_loader_was_closed_fetches_nothing_more(converted, clean):
+    # A read thread can still be inside a batch when loader.close() returns. Before, it
+    # went on planning and fetching (through a new pool): against a store that was gone
+    # by then, retry warnings and seconds of delay at exit.
+    loader = jaxload.make_loader(
+        "s3://bucket/ds",
+        global_batch_size=4,
+        delta_timestamps=WINDOWS,
+        storage_options=clean.storage_options(),
+        remote=RemoteOptions(retry=FAST_RETRY, log_every_s=0),
+    )
+    read = loader.read_batch()  # the transform the pipeline's threads run, batch by batch
+    local = jaxload.make_loader(converted, global_batch_size=4, delta_timestamps=WINDOWS)
+    first = read.map(0)
+    assert _same(first, next(local))
+    loader.close()  # closes the store, as when the pipeline's threads are still running
+    clean.reset_counters()
+    with pytest.raises(DatasetError, match="loader reading this was closed"):
+        read.map(1)
+    assert clean.counters()["requests"] == 0
+    # A pipeline started after the close reads on.
+    assert _same(loader.read_batch().map(1), next(local))
+
+
 def test_disk_cache_serves_verified_records_and_refetches_a_damaged_file(
     converted, clean, tmp_path, caplog
 ):

@@ -53,6 +53,16 @@ class Lookahead:
         self._due: list[tuple[int, int, int, list[tuple[int, int]]]] = []  # (at, seq, d, keys)
         self.located: dict[int, tuple[Any, Any]] = {}  # batch -> stream.locate, planned ahead
         self._seq = itertools.count()
+        # Each store's generation when this pipeline began (id(store) -> generation): once
+        # a store is closed (loader.close()), this pipeline's threads stop fetching.
+        self.generations: dict[int, int] | None = None
+        if read_batch is not None:
+            self._capture()
+
+    def _capture(self) -> dict[int, int]:
+        if self.generations is None:
+            self.generations = {id(s): s.generation for _, s in self.stores()}
+        return self.generations
 
     def __getstate__(self) -> dict[str, Any]:
         return {"read_batch": None, "step": self.step}  # rebuilt by LookaheadReadBatch
@@ -70,9 +80,12 @@ class Lookahead:
     def before(self, k: int) -> None:
         """Batch k is about to be read on this thread: plan ahead of it and fetch what is due."""
         remote.CURRENT.batch = k
+        remote.CURRENT.generations = generations = self._capture()
         stores = self.stores()
         if not stores:
             return
+        for _, store in stores:  # a closed loader's thread still reading: stop here
+            store.check_open(generations.get(id(store)))
         with self._lock:
             now = time.monotonic()
             if self._last_start is not None:
@@ -97,7 +110,7 @@ class Lookahead:
             due = self._pop_due(k)
         for d, store in stores:
             if due.get(d):
-                store.prefetch(due[d])
+                store.prefetch(due[d], generations.get(id(store)))
 
     def _plan(
         self, batches: list[int], stores: list[tuple[int, Any]], lead: int, period: int
@@ -180,7 +193,7 @@ class LookaheadMixin:
         try:
             return super().map(k)  # type: ignore[misc]
         finally:
-            remote.CURRENT.batch = None
+            remote.CURRENT.batch = remote.CURRENT.generations = None
 
     def __reduce__(self) -> Any:
         base = type(self).__mro__[2]

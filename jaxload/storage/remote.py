@@ -41,7 +41,9 @@ from jaxload.storage.urls import TIMEOUT_S, filesystem, join
 log = logging.getLogger("jaxload.storage")
 
 # The batch a thread is reading (set by jaxload.storage.prefetch around each batch): reads
-# consume that batch's planned uses in the cache.
+# consume that batch's planned uses in the cache. And the generation of each store
+# (id(store) -> generation) its pipeline began in: a pipeline whose store was closed since
+# (loader.close()) fetches nothing more.
 CURRENT = threading.local()
 
 Key = tuple[int, int]  # (shard, record)
@@ -273,6 +275,16 @@ class RemoteStore:
         for future in [self.pool().submit(self.offsets, s) for s in missing]:
             future.result()
 
+    @property
+    def generation(self) -> int:
+        """Bumped by `close()`: fetches asked for under an older one are not made."""
+        return self._generation
+
+    def check_open(self, generation: int | None) -> None:
+        """DatasetError when the store was closed after `generation` (None: never)."""
+        if generation is not None and generation != self._generation:
+            raise DatasetError(f"{self.url}: the loader reading this was closed")
+
     # --- estimates ---------------------------------------------------------------------
 
     @property
@@ -313,7 +325,8 @@ class RemoteStore:
             else:
                 missing.append(key)
         if missing:
-            futures = self.fetch(missing)
+            generations = getattr(CURRENT, "generations", None) or {}
+            futures = self.fetch(missing, generations.get(id(self)))
             slot = {k: i for i, k in enumerate(keys)}
             waiting += [(slot[k], futures[k]) for k in missing]
         for i, future in waiting:
@@ -321,12 +334,14 @@ class RemoteStore:
         self._maybe_log()
         return out  # type: ignore[return-value]
 
-    def fetch(self, keys: Iterable[Key]) -> dict[Key, cf.Future]:
-        """Starts fetching `keys` not cached or in flight; returns a future per key."""
+    def fetch(self, keys: Iterable[Key], generation: int | None = None) -> dict[Key, cf.Future]:
+        """Starts fetching `keys` not cached or in flight; returns a future per key.
+        `generation`: the store's when the caller began; if closed since, DatasetError."""
         wanted = sorted(set(keys))
         self.load_offsets({s for s, _ in wanted})
         futures: dict[Key, cf.Future] = {}
         with self._lock:
+            self.check_open(generation)  # under the lock: close() cannot come in between
             for key in wanted:
                 future = self._inflight.get(key)
                 if future is None:
@@ -336,19 +351,24 @@ class RemoteStore:
                         future.set_result(cached)
                 futures[key] = future
             new = self._start([k for k, f in futures.items() if f is None])
+            current = self._generation
         futures.update(new)
-        self._submit(list(new))
+        self._submit(list(new), current)
         return futures
 
-    def prefetch(self, keys: Iterable[Key]) -> None:
+    def prefetch(self, keys: Iterable[Key], generation: int | None = None) -> None:
         """Starts fetching `keys` not cached or in flight (what `fetch` does, without a
-        future per key: the lookahead's path, once per batch)."""
+        future per key: the lookahead's path, once per batch); nothing if the store was
+        closed after `generation`."""
         wanted = sorted(set(keys))
         self.load_offsets({s for s, _ in wanted})
         with self._lock:
+            if generation is not None and generation != self._generation:
+                return
             fresh = [k for k in wanted if k not in self._inflight and k not in self.cache]
             new = self._start(fresh)
-        self._submit(list(new))
+            current = self._generation
+        self._submit(list(new), current)
 
     def _start(self, keys: list[Key]) -> dict[Key, cf.Future]:
         """Registers `keys` as in flight (under the lock): a future each."""
@@ -356,9 +376,12 @@ class RemoteStore:
         self._inflight.update(new)
         return new
 
-    def _submit(self, keys: list[Key]) -> None:
-        generation = self._generation
+    def _submit(self, keys: list[Key], generation: int) -> None:
+        """Requests `keys` (registered in flight under `generation`; if close() came
+        since, it failed them already and nothing is requested)."""
         for request in self._requests(keys):
+            if generation != self._generation:
+                return
             try:
                 self.pool().submit(self._fetch_range, request, generation)
             except BaseException as error:  # e.g. at interpreter exit: no new threads
