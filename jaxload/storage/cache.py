@@ -267,6 +267,10 @@ class RecordCache:
                     self.early_evictions += 1
             self._peak_planned = max(self._peak_planned, self.planned_bytes)
 
+    def room(self) -> int:
+        """Bytes that can be put without evicting anything."""
+        return self.budget_bytes - self.bytes
+
     def take_peak_planned(self) -> int:
         """The most `planned_bytes` since the last call (then starts over from now)."""
         with self._lock:
