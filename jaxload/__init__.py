@@ -34,6 +34,7 @@ from jaxload.errors import (
     CheckpointError,
     DatasetError,
     JaxloadError,
+    RemoteError,
     SourceError,
     WindowError,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "LoaderSave",
     "Normalize",
     "PipelineOptions",
+    "RemoteError",
     "RemoteOptions",
     "SourceError",
     "WindowError",

@@ -15,7 +15,7 @@ from array_record.python.array_record_module import ArrayRecordReader
 import jaxload
 from jaxload import format as fmt
 from jaxload.converters.convert import convert
-from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError, RemoteError
+from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError
 from jaxload.format.chunks import decode_chunk, record_offsets
 from jaxload.storage.cache import RecordCache, simulate
 from jaxload.storage.remote import RemoteOptions
@@ -158,7 +158,7 @@ def test_a_loader_reads_on_after_an_outage_that_outlasted_its_retries(converted,
         for k in range(1, 40):  # batches read ahead before the outage still arrive
             try:
                 assert _same(next(remote), want[k])
-            except RemoteError as e:
+            except jaxload.RemoteError as e:  # the class a trainer catches
                 assert e.kind == "transient" and "s3://bucket/ds/data/shard-" in str(e)
                 failed_at = k
                 break
