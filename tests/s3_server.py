@@ -73,8 +73,7 @@ class RangedGets:
             return None  # moto answers 404 / 416 / the whole object
         end = min(end, key.size - 1)
         with key.lock:
-            key._value_buffer.seek(begin)
-            data = key._value_buffer.read(end - begin + 1)
+            source = key._value_buffer.fileno()  # a SpooledTemporaryFile: now a file
         start_response(
             "206 Partial Content",
             [
@@ -82,11 +81,24 @@ class RangedGets:
                 ("Last-Modified", key.last_modified_RFC1123),
                 ("Accept-Ranges", "bytes"),
                 ("Content-Range", f"bytes {begin}-{end}/{key.size}"),
-                ("Content-Length", str(len(data))),
+                ("Content-Length", str(end - begin + 1)),
                 ("Content-Type", "binary/octet-stream"),
             ],
         )
-        return [data]
+        return _send_file(environ["werkzeug.socket"], source, begin, end - begin + 1)
+
+
+def _send_file(sock: socket.socket, source: int, offset: int, count: int) -> Any:
+    """The body of a range, sent by the kernel from the object's file (os.sendfile) once
+    werkzeug has sent the headers (its write(b"") sends them): a real store's CPU is not
+    on the client's machine, so the stand-in spends as little there as it can (a copy
+    into Python and a write cost 0.4 ms per MB, on the cores the benchmark's loader uses)."""
+    yield b""
+    while count > 0:
+        sent = os.sendfile(sock.fileno(), source, offset, count)
+        if not sent:
+            raise ConnectionError("the client went away")
+        offset, count = offset + sent, count - sent
 
 
 class FaultLayer:
@@ -121,11 +133,14 @@ class FaultLayer:
                 b"<Message>injected fault</Message></Error>"
             )
             return [body]
-        out = self.app(environ, start_response)
-        chunks = list(out)
-        with self.lock:
-            self.bytes += sum(len(c) for c in chunks)
-        return chunks
+        def counted(status: str, headers: list, exc_info: Any = None) -> Any:
+            length = next((int(v) for k, v in headers if k.lower() == "content-length"), 0)
+            if environ["REQUEST_METHOD"] != "HEAD":
+                with self.lock:
+                    self.bytes += length
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, counted)
 
     def _control(self, what: str, environ: dict, start_response: Any) -> list[bytes]:
         if what == "set":

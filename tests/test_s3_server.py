@@ -1,8 +1,13 @@
-"""The S3 test server's ranged-GET fast path (tests/s3_server.py), in process through
-werkzeug's test client: moto reads a whole object to answer a ranged GET (the cost the
-fast path removes), and the fast path answers exactly as moto does."""
+"""The S3 test server's ranged-GET fast path (tests/s3_server.py): moto reads a whole
+object to answer a ranged GET (the cost the fast path removes), and the fast path, served
+from a real socket (it sends the range with os.sendfile), answers exactly as moto does
+through werkzeug's test client."""
 
 from __future__ import annotations
+
+import threading
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -18,14 +23,41 @@ from tests.s3_server import RangedGets
 AUTH = {"Authorization": "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/s3/aws4_request"}
 
 
+class Served:
+    """`app` on a real loopback socket (werkzeug's threaded server, as tests/s3_server.py
+    runs it); get() answers like werkzeug's test client: status, data, headers."""
+
+    def __init__(self, app):
+        from werkzeug.serving import make_server
+
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def get(self, path: str, headers: dict):
+        url = f"http://127.0.0.1:{self.server.server_port}{path}"
+        try:
+            response = urllib.request.urlopen(urllib.request.Request(url, headers=headers))
+        except urllib.error.HTTPError as error:
+            response = error
+        with response:
+            data = response.read()
+        return type(
+            "Answer",
+            (),
+            {"status_code": response.status, "data": data, "headers": response.headers},
+        )
+
+
 @pytest.fixture(scope="module")
 def servers():
     moto_app = DomainDispatcherApplication(create_backend_app)
-    plain, fast = Client(moto_app), Client(RangedGets(moto_app))
+    plain, fast = Client(moto_app), Served(RangedGets(moto_app))
     payload = np.random.default_rng(0).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
     assert plain.put("/rg-bucket", headers=AUTH).status_code == 200
     assert plain.put("/rg-bucket/dir/shard-0", data=payload, headers=AUTH).status_code == 200
-    return plain, fast, payload
+    yield plain, fast, payload
+    fast.server.shutdown()
 
 
 def test_moto_reads_the_whole_object_for_a_ranged_get(servers, monkeypatch):
