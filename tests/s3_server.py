@@ -133,6 +133,7 @@ class FaultLayer:
                 b"<Message>injected fault</Message></Error>"
             )
             return [body]
+
         def counted(status: str, headers: list, exc_info: Any = None) -> Any:
             length = next((int(v) for k, v in headers if k.lower() == "content-length"), 0)
             if environ["REQUEST_METHOD"] != "HEAD":
