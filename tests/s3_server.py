@@ -14,8 +14,7 @@ moto reads an object whole for every ranged GET (`FakeKey.value`, then a slice):
 server CPU per request on a 32 MB shard, a cost no real object store charges, which made
 byte-range reading look 5-10x dearer per request than it is. `RangedGets` serves a single
 `Range: bytes=a-b` GET of an existing object (plain or through a presigned URL) from the
-object's own buffer instead;
-everything else (missing objects, listings, writes) is moto's. tests/test_s3_server.py
+object's own file instead, sent by the kernel (os.sendfile); everything else (missing objects, listings, writes) is moto's. tests/test_s3_server.py
 shows moto's whole-object read and checks the two paths return the same bytes and headers.
 """
 
