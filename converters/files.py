@@ -188,7 +188,9 @@ class FsspecFiles(CachedRemoteFiles):
     """A dataset under an fsspec URL (gs://, s3://, hf://, file://, ...).
 
     `fs` may be given (an already configured filesystem, or a fault-injecting one in tests);
-    otherwise it comes from `fsspec.core.url_to_fs(url, **storage_options)`.
+    otherwise it comes from `jaxload.storage.urls.filesystem(url, storage_options)`: the
+    same timeouts, and for s3:// the same single retry loop (jaxload's, not botocore's
+    under it), as the loader's reads.
     """
 
     def __init__(
@@ -201,11 +203,11 @@ class FsspecFiles(CachedRemoteFiles):
         storage_options: dict[str, Any] | None = None,
     ):
         super().__init__(cache_dir, policy or RetryPolicy())
-        import fsspec
+        from jaxload.storage.urls import filesystem
 
         self.url = url.rstrip("/")
         if fs is None:
-            fs, root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+            fs, root = filesystem(self.url, storage_options)
         else:
             root = fs._strip_protocol(self.url)
         self.fs, self.root = fs, root.rstrip("/")

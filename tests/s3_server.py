@@ -4,7 +4,7 @@ behind a small WSGI layer that adds latency and faults and counts what it serves
     server = S3Server.start(latency_s=0.05)       # a subprocess on 127.0.0.1:<free port>
     fs = server.filesystem()                      # s3fs, pointed at it
     server.set(fail={"match": "shard-00000", "status": 503, "count": 2})
-    server.counters()                             # {"requests": ..., "bytes": ...}
+    server.counters()                             # {"requests", "bytes", "failed"}
     server.stop()
 
 The server runs in its own process (as a real one would), so its CPU does not share the
@@ -108,6 +108,7 @@ class FaultLayer:
         self.settings: dict[str, Any] = {"latency_s": latency_s, "fail": None}
         self.requests = 0
         self.bytes = 0
+        self.failed = 0  # requests answered with an injected fault
         self.lock = threading.Lock()
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
@@ -120,6 +121,7 @@ class FaultLayer:
             self.requests += 1
             if fail and fail["count"] > 0 and fail["match"] in path:
                 fail["count"] -= 1
+                self.failed += 1
                 status = int(fail["status"])
             else:
                 status = None
@@ -149,10 +151,11 @@ class FaultLayer:
             body = b"{}"
         elif what == "counters":
             with self.lock:
-                body = json.dumps({"requests": self.requests, "bytes": self.bytes}).encode()
+                counts = {"requests": self.requests, "bytes": self.bytes, "failed": self.failed}
+                body = json.dumps(counts).encode()
         elif what == "reset":
             with self.lock:
-                self.requests = self.bytes = 0
+                self.requests = self.bytes = self.failed = 0
             body = b"{}"
         else:
             start_response("404 Not Found", [])

@@ -3,7 +3,8 @@ S3-compatible server (moto's server mode, a subprocess on loopback, tests/s3_ser
 with injected faults. Nothing is mocked: real conversions, real uploads through s3fs, the
 real remote reader; every check compares with the same conversion written locally.
 
-(tests/test_convert_remote.py is about remote *sources*; this module is about remote OUT.)
+(tests/test_convert_remote.py is about remote *sources*; this module is about remote OUT,
+and the one check that needs this server for a source: s3:// retries.)
 """
 
 import os
@@ -235,3 +236,29 @@ def test_cli_exits_0_and_nonzero_with_the_url_on_a_permanent_failure(s3, source,
     assert denied.returncode == 1
     assert "jaxload convert: error: s3://bucket/cli-denied/" in denied.stderr
     assert "access denied" in denied.stderr
+
+
+def test_an_s3_source_that_keeps_failing_is_asked_once_per_retry(
+    server, source, tmp_path, monkeypatch
+):
+    # The converter read s3:// sources through a filesystem built without jaxload's S3
+    # defaults: botocore's and s3fs's own retries ran under each of jaxload's (a
+    # persistent HTTP 500 asked many times per retry, and took minutes to fail).
+    import fsspec.config
+
+    options = server.storage_options()
+    monkeypatch.setitem(fsspec.config.conf, "s3", options)  # the endpoint, the fsspec way
+    server.upload(str(source), "s3://bucket/src")
+    server.set(fail={"match": "/src/meta/info.json", "status": 500, "count": 1000})
+    server.reset_counters()
+    try:
+        with pytest.raises(JaxloadError, match=r"src/meta/info\.json"):
+            convert(
+                "s3://bucket/src",
+                tmp_path / "out",
+                retry=RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.01),
+                **OPTIONS,
+            )
+        assert server.counters()["failed"] == 2
+    finally:
+        server.set(fail=None)
