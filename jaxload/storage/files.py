@@ -10,6 +10,7 @@ shard reads go to a `RemoteStore` (byte ranges, verified, cached).
 from __future__ import annotations
 
 import atexit
+import concurrent.futures as cf
 import contextlib
 import dataclasses
 import json
@@ -111,13 +112,21 @@ def mirror_meta(url: str, storage_options: Mapping[str, Any] | None = None) -> s
     local = tempfile.mkdtemp(prefix="jaxload-meta-")
     atexit.register(shutil.rmtree, local, True)
     os.makedirs(os.path.join(local, "meta"))
-    for name in sorted(names):
-        relative = f"meta/{name}"
-        data = (
-            info if relative == layout.INFO_PATH else read_meta_file(url, relative, storage_options)
+    relatives = [f"meta/{name}" for name in sorted(names)]
+    # Concurrently: at 50 ms per request, one after the other they cost 0.2 s of the time
+    # to the first batch.
+    with cf.ThreadPoolExecutor(8, thread_name_prefix="jaxload-meta") as pool:
+        contents = pool.map(
+            lambda relative: (
+                info
+                if relative == layout.INFO_PATH
+                else read_meta_file(url, relative, storage_options)
+            ),
+            relatives,
         )
-        with open(os.path.join(local, relative), "wb") as f:
-            f.write(data)
+        for relative, data in zip(relatives, contents, strict=True):
+            with open(os.path.join(local, relative), "wb") as f:
+                f.write(data)
     return local
 
 
