@@ -187,7 +187,7 @@ def read_info_at(path: Any, storage_options: Mapping[str, Any] | None = None) ->
         return read_info(path)
     import json
 
-    from jaxload.storage.remote import read_meta_file
+    from jaxload.storage.files import read_meta_file
 
     raw = read_meta_file(path, "meta/info.json", storage_options)
     return DatasetInfo.from_json(json.loads(raw), f"{path}/meta/info.json")

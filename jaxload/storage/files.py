@@ -25,7 +25,7 @@ from jaxload.errors import DatasetError
 from jaxload.format import layout
 from jaxload.format.layout import read_info
 from jaxload.format.reader import DatasetFiles, ShardReaders, read_episodes
-from jaxload.storage.remote import RemoteOptions, RemoteStore, read_meta_file
+from jaxload.storage.remote import RemoteOptions, RemoteStore
 from jaxload.storage.retry import MISSING, RemoteError, RetryPolicy, call_with_retries
 from jaxload.storage.urls import filesystem, is_url, join
 
@@ -87,6 +87,17 @@ def open_files(
     store = RemoteStore(url, files.info, remote, storage_options, files.episodes.locate)
     files.readers = RemoteShardReaders(url, files.info, store, files.episodes.locate)
     return files
+
+
+def read_meta_file(url: str, relative: str, storage_options: Mapping[str, Any] | None) -> bytes:
+    """One metadata file of the dataset at `url`, with retries; fails fast naming it."""
+    fs, root = filesystem(url, storage_options)
+    return call_with_retries(
+        lambda: fs.cat_file(join(root, relative)),
+        what=join(url, relative),
+        policy=RemoteOptions().retry,
+        missing=f"is {url} a jaxload dataset (`jaxload convert SRC {url}`)?",
+    )
 
 
 def mirror_meta(url: str, storage_options: Mapping[str, Any] | None = None) -> str:

@@ -36,6 +36,7 @@ from jaxload.storage.cache import RecordCache
 from jaxload.storage.ranges import open_ranges
 from jaxload.storage.retry import RetryCounter, RetryPolicy, call_with_retries
 from jaxload.storage.stats_board import StatsBoard
+from jaxload.storage.sweep import SweepPeriod
 from jaxload.storage.urls import TIMEOUT_S, filesystem, join
 
 log = logging.getLogger("jaxload.storage")
@@ -47,9 +48,6 @@ log = logging.getLogger("jaxload.storage")
 CURRENT = threading.local()
 
 Key = tuple[int, int]  # (shard, record)
-
-MAX_PERIOD = 1024  # batches: the longest sweep (the lookahead plans no further anyway)
-GROW_BELOW = 0.75  # the sweep lengthens while records still to be read fill less of the cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +63,7 @@ class RemoteOptions:
         lookahead: batches planned ahead of the one being read (the window of
             `jaxload.storage.prefetch`'s sweep); None: each record fetched at least a few
             measured request latencies (at the measured batch interval) before its batch,
-            and the sweep's period as long as the cache holds (`RemoteStore._period`).
+            and the sweep's period as long as the cache holds (`jaxload.storage.sweep`).
         coalesce_bytes: ranges of a shard closer than this are fetched as one request;
             None: measured latency × measured bandwidth (64 KiB .. 8 MiB).
         max_request_bytes: the largest merged request.
@@ -92,17 +90,6 @@ class RemoteOptions:
         default_factory=lambda: RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
     )
     log_every_s: float = 60.0
-
-
-def read_meta_file(url: str, relative: str, storage_options: Mapping[str, Any] | None) -> bytes:
-    """One metadata file of the dataset at `url`, with retries; fails fast naming it."""
-    fs, root = filesystem(url, storage_options)
-    return call_with_retries(
-        lambda: fs.cat_file(join(root, relative)),
-        what=join(url, relative),
-        policy=RemoteOptions().retry,
-        missing=f"is {url} a jaxload dataset (`jaxload convert SRC {url}`)?",
-    )
 
 
 class RemoteStore:
@@ -144,7 +131,7 @@ class RemoteStore:
         self._counts = dict.fromkeys(("requests", "bytes_fetched", "records_fetched", "waits"), 0)
         self._retries = RetryCounter()
         self._latency_s: float | None = None  # moving average per request
-        self._sweep: dict[str, Any] = {"period": None, "since": 0, "early": 0}  # _period
+        self._sweep = SweepPeriod()
         self._bandwidth: float | None = None  # bytes/s of large requests, moving average
         self._started = time.monotonic()
         self._logged = self._started
@@ -524,7 +511,7 @@ class RemoteStore:
             "latency_ms": round(self.latency_s * 1000, 2),
             "bandwidth_mb_s": round(self.bandwidth / 1e6, 1),
             "coalesce_bytes": self.coalesce_bytes(),
-            "sweep_period": self._sweep["period"],
+            "sweep_period": self._sweep.period,
             "transport": getattr(self._ranges, "kind", None),
         }
 
@@ -555,7 +542,7 @@ class RemoteStore:
         """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`, asked
         once per batch read. The lead covers a few request latencies at the measured batch
         interval; the rest of the window, the sweep's period P, is as long as the cache
-        holds (`_period`)."""
+        holds (`jaxload.storage.sweep`)."""
         fits = max(2.0, 0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0))
         interval = batch_interval_s if batch_interval_s else 0.01
         lead = math.ceil(3 * self.latency_s / max(interval, 1e-3)) + 1
@@ -563,31 +550,7 @@ class RemoteStore:
         if self.options.lookahead is not None:
             window = max(1, int(self.options.lookahead))
             return min(lead, max(1, window // 2)), window
-        return lead, lead + self._period(fits, lead)
-
-    def _period(self, fits: float, lead: int) -> int:
-        """The sweep's period in batches: a longer one fetches fewer bytes per batch (one
-        pass over the dataset serves more batches) but keeps records cached longer.
-
-        It starts where a record would stay cached from its fetch to its use, on average
-        lead + P / 2 batches, in 80% of the budget (`fits` batches of records). Records are
-        cached when their request lands, not when it leaves, so that overestimates; the
-        cache then says how long P can be: it shrinks by a quarter whenever a record is
-        evicted before a planned batch read it, and grows by an eighth after a whole
-        window in which the records still to be read never filled 75% of the budget."""
-        sweep = self._sweep
-        if sweep["period"] is None:
-            sweep["period"] = max(1, int(2 * fits) - 2 * lead)
-        sweep["since"] += 1
-        early = self.cache.early_evictions
-        if early > sweep["early"]:
-            sweep.update(period=max(1, sweep["period"] * 3 // 4), since=0, early=early)
-            self.cache.take_peak_planned()
-        elif sweep["since"] >= lead + sweep["period"]:
-            sweep["since"] = 0
-            if self.cache.take_peak_planned() < GROW_BELOW * self.cache.budget_bytes:
-                sweep["period"] = min(MAX_PERIOD, sweep["period"] + max(1, sweep["period"] // 8))
-        return sweep["period"]
+        return lead, lead + self._sweep.update(self.cache, fits, lead)
 
     def place(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For (shard, record) rows `keys` (offsets loaded): where each record lies in the

@@ -1,0 +1,48 @@
+"""How long the sweep of `jaxload.storage.prefetch` takes to pass over the dataset once:
+its period P, in batches, fed back by the record cache.
+
+A longer period fetches fewer bytes per batch (one pass over the dataset serves more
+batches) but keeps records cached longer. It starts where a record would stay cached from
+its fetch to its use, on average lead + P / 2 batches, in 80% of the budget (`fits`
+batches of records). Records are cached when their request lands, not when it leaves, so
+that overestimates; the cache then says how long P can be: it shrinks by a quarter
+whenever a record is evicted before a planned batch read it, and grows by an eighth after
+a whole window in which the records still to be read never filled 75% of the budget
+(growing while below 85% or 95% instead fetched more: the early evictions cost requests).
+
+    period = SweepPeriod()
+    P = period.update(store.cache, fits=8.0, lead=3)   # once per batch planned
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+MAX_PERIOD = 1024  # batches: the longest sweep (the lookahead plans no further anyway)
+GROW_BELOW = 0.75  # the sweep lengthens while records still to be read fill less of the cache
+
+
+@dataclasses.dataclass
+class SweepPeriod:
+    """The period and what it was last changed on (see the module docstring)."""
+
+    period: int | None = None  # batches; None until the first update
+    since: int = 0  # batches since the period last changed or was checked
+    early: int = 0  # the cache's early evictions when last looked at
+
+    def update(self, cache: Any, fits: float, lead: int) -> int:
+        """The period for the next batch, from `cache` (a `RecordCache`): its early
+        evictions and the peak of the bytes it holds for planned reads."""
+        if self.period is None:
+            self.period = max(1, int(2 * fits) - 2 * lead)
+        self.since += 1
+        if cache.early_evictions > self.early:
+            self.period, self.since = max(1, self.period * 3 // 4), 0
+            self.early = cache.early_evictions
+            cache.take_peak_planned()
+        elif self.since >= lead + self.period:
+            self.since = 0
+            if cache.take_peak_planned() < GROW_BELOW * cache.budget_bytes:
+                self.period = min(MAX_PERIOD, self.period + max(1, self.period // 8))
+        return self.period
