@@ -160,6 +160,9 @@ def test_a_loader_reads_on_after_an_outage_that_outlasted_its_retries(converted,
                 assert _same(next(remote), want[k])
             except jaxload.RemoteError as e:  # the class a trainer catches
                 assert e.kind == "transient" and "s3://bucket/ds/data/shard-" in str(e)
+                # Nothing of the dropped pipeline stays in flight: the next one would wait
+                # on it and could raise this error again after the outage ended.
+                assert not remote.datasets[0].remote_store._inflight
                 failed_at = k
                 break
         assert failed_at is not None
@@ -483,6 +486,21 @@ def test_a_pipeline_whose_loader_was_closed_fetches_nothing_more(converted, clea
     assert clean.counters()["requests"] == 0
     # A pipeline started after the close reads on.
     assert _same(loader.read_batch().map(1), next(local))
+
+
+def test_a_restarted_store_fetches_anew_instead_of_waiting_on_an_old_request(converted, clean):
+    store = _remote(clean).remote_store
+    want = _remote(clean).remote_store.read(0, [3])[0]
+    store.load_offsets([0])
+    clean.set(latency_s=1.0)
+    old = store.fetch([(0, 3)])[(0, 3)]  # a request of a pipeline the loader drops
+    store.restart()
+    with pytest.raises(DatasetError, match="closed while this record was being fetched"):
+        old.result(timeout=5)
+    clean.set(latency_s=0.02)
+    clean.reset_counters()
+    assert _within(30, lambda: store.read(0, [3]))[0] == want
+    assert clean.counters()["requests"] == 1  # its own request, not the dropped one
 
 
 def test_disk_cache_serves_verified_records_and_refetches_a_damaged_file(

@@ -145,6 +145,10 @@ class Loader:
                 os.kill(stuck_pid, signal.SIGKILL)
         iterator, self._iterator = self._iterator, None
         _RUNNING.discard(self)
+        for dataset in self.datasets:  # the next pipeline never waits on this one's fetches
+            store = getattr(dataset, "remote_store", None)
+            if store is not None:
+                store.restart()
         if iterator is not None:
             threading.Thread(target=iterator.close, daemon=True, name="jaxload-abandon").start()
 

@@ -565,22 +565,29 @@ class RemoteStore:
             phases[rows] = (shard + begin / max(1, int(offsets[-1]))) / self.info.num_shards
         return phases, sizes
 
-    def close(self) -> None:
-        """Stops fetching: queued requests are dropped and the records in flight fail with
-        an error (requests already on the wire finish in the background and are discarded),
-        and the cache is emptied (its files under `cache_dir` removed). A later read starts
-        again with an empty cache."""
+    def restart(self) -> None:
+        """Drops what is in flight and keeps the cache: queued requests are dropped, the
+        records in flight fail for whoever waits on them (requests already on the wire
+        finish in the background and are discarded), and a pipeline begun before fetches
+        nothing more (`check_open`). What a loader does to the pipeline it drops after a
+        RemoteError: the next one fetches anew instead of waiting on a request of the
+        failed one, which could raise that error again after the outage ended."""
         with self._lock:
             pool, self._pool = self._pool, None
             pending, self._inflight = self._inflight, {}
             self._generation += 1
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-        self.cache.close()
-        closed = DatasetError(f"{self.url}: closed while this record was being fetched")
+        dropped = DatasetError(f"{self.url}: closed while this record was being fetched")
         for future in pending.values():
             if not future.done():
-                future.set_exception(closed)
+                future.set_exception(dropped)
+
+    def close(self) -> None:
+        """Stops fetching (`restart`) and empties the cache (its files under `cache_dir`
+        removed). A later read starts again with an empty cache."""
+        self.restart()
+        self.cache.close()
 
 
 def _ema(previous: float | None, value: float, weight: float = 0.2) -> float:
