@@ -153,8 +153,11 @@ class Destination:
         except RemoteError as e:
             if e.kind == AUTH:  # retry.py's hint is about the hub: say what applies here
                 cause = describe(e.__cause__ if e.__cause__ is not None else e)
+                said = (
+                    "no credentials found" if "no credentials found" in str(e) else "access denied"
+                )
                 raise PublishError(
-                    f"{what}: access denied ({cause}); check that the credentials (from the "
+                    f"{what}: {said} ({cause}); check that the credentials (from the "
                     "environment, fsspec's configuration or --storage-option) may list and "
                     f"write {self.url}"
                 ) from e
@@ -167,7 +170,15 @@ class Destination:
         self.fs.invalidate_cache()  # another writer (or an earlier run) may have changed it
         if self.scheme in BUCKET_SCHEMES:
             bucket = self.root.split("/")[0]
-            if not self._call(lambda: self.fs.exists(bucket), f"{self.scheme}://{bucket}"):
+            where = f"{self.scheme}://{bucket}"
+            if not self._call(lambda: self.fs.exists(bucket), where):
+                # exists() is False for any failure, missing credentials included: a listing
+                # raises the reason, which is said instead where it is not a missing bucket.
+                try:
+                    self._call(lambda: self.fs.ls(bucket), where)
+                except PublishError as e:
+                    if not (isinstance(e.__cause__, RemoteError) and e.__cause__.kind == MISSING):
+                        raise
                 raise PublishError(
                     f"{self.url}: bucket {bucket!r} does not exist (or these credentials "
                     "cannot see it); create it first. Nothing was written"

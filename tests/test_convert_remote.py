@@ -289,6 +289,18 @@ def test_error_classification(error, kind):
     assert remote.classify(error) == kind
 
 
+def test_no_credentials_is_said_with_where_to_put_them():
+    botocore = pytest.importorskip("botocore.exceptions")
+
+    def fail():
+        raise botocore.NoCredentialsError()
+
+    with pytest.raises(remote.RemoteError) as caught:
+        remote.call_with_retries(fail, what="s3://b/ds/meta/info.json", policy=remote.RetryPolicy())
+    assert caught.value.kind == remote.AUTH
+    assert "no credentials found" in str(caught.value) and "AWS_ACCESS_KEY_ID" in str(caught.value)
+
+
 def test_hub_wrapper_of_a_refused_connection_is_transient():
     """hf_hub_download raises LocalEntryNotFoundError (a FileNotFoundError) from a
     connection error when it cannot reach the hub: the cause decides."""

@@ -262,3 +262,18 @@ def test_an_s3_source_that_keeps_failing_is_asked_once_per_retry(
         assert server.counters()["failed"] == 2
     finally:
         server.set(fail=None)
+
+
+def test_missing_credentials_are_said_as_such_not_as_a_missing_bucket(
+    server, source, tmp_path, monkeypatch
+):
+    # s3fs's exists() is False for a bucket it cannot ask about for any reason: before,
+    # no credentials read as "bucket 'bucket' does not exist".
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    endpoint_only = {"client_kwargs": server.storage_options()["client_kwargs"]}
+    with pytest.raises(JaxloadError, match="no credentials found") as caught:
+        convert(source, "s3://bucket/nocreds", storage_options=endpoint_only, **OPTIONS)
+    assert "does not exist" not in str(caught.value)

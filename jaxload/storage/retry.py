@@ -52,6 +52,9 @@ AUTH_STATUS = frozenset({401, 403})
 # Exception class names (anywhere in the MRO) of transport failures in the HTTP and cloud
 # client libraries fsspec and huggingface_hub use (httpx, requests, aiohttp, botocore,
 # google-auth), matched by name so none of them has to be imported here.
+# botocore found no credentials (or half of them): the user's to fix, said as such.
+NO_CREDENTIALS = frozenset({"NoCredentialsError", "PartialCredentialsError"})
+
 TRANSIENT_CLASS_NAMES = frozenset(
     {
         "TransportError",  # httpx (ConnectError, ReadTimeout, ...), google.auth
@@ -194,7 +197,7 @@ def classify(error: BaseException) -> str:
             return PERMANENT
         if names & {"RepositoryNotFoundError", "RevisionNotFoundError", "RemoteEntryNotFoundError"}:
             return MISSING
-        if "GatedRepoError" in names:
+        if names & {"GatedRepoError", *NO_CREDENTIALS}:
             return AUTH
         if isinstance(exc, TimeoutError | ConnectionError) or names & TRANSIENT_CLASS_NAMES:
             return TRANSIENT
@@ -239,7 +242,9 @@ def _final_message(what: str, kind: str, error: BaseException, missing: str | No
         context = f" ({missing})" if missing else ""
         return f"{what}: missing{context}: {describe(error)}"
     if kind == AUTH:
-        return f"{what}: access denied ({describe(error)}); {_credentials_hint(what)}"
+        names = {cls.__name__ for exc in _chain(error) for cls in type(exc).__mro__}
+        said = "no credentials found" if names & NO_CREDENTIALS else "access denied"
+        return f"{what}: {said} ({describe(error)}); {_credentials_hint(what)}"
     return f"{what}: {describe(error)}"
 
 
