@@ -503,6 +503,21 @@ def test_a_restarted_store_fetches_anew_instead_of_waiting_on_an_old_request(con
     assert clean.counters()["requests"] == 1  # its own request, not the dropped one
 
 
+def test_remote_options_may_be_a_dict_and_a_wrong_name_is_said(converted, clean):
+    ds = jaxload.open(
+        "s3://bucket/ds",
+        delta_timestamps=WINDOWS,
+        storage_options=clean.storage_options(),
+        remote={"cache_bytes": 100_000, "retry": FAST_RETRY},
+    )
+    assert ds.remote_store.options.cache_bytes == 100_000
+    assert _same(ds[2], jaxload.open(converted, delta_timestamps=WINDOWS)[2])
+    with pytest.raises(TypeError, match=r"unknown RemoteOptions field.*cache_byte.*cache_bytes"):
+        jaxload.open(
+            "s3://bucket/ds", storage_options=clean.storage_options(), remote={"cache_byte": 1}
+        )
+
+
 def test_disk_cache_serves_verified_records_and_refetches_a_damaged_file(
     converted, clean, tmp_path, caplog
 ):

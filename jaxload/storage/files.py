@@ -65,7 +65,7 @@ def open_files(
     path: str | os.PathLike,
     *,
     storage_options: Mapping[str, Any] | None = None,
-    remote: RemoteOptions | None = None,
+    remote: RemoteOptions | Mapping[str, Any] | None = None,
     meta_root: str | None = None,
 ) -> DatasetFiles:
     """`DatasetFiles` of a local dataset, or of one at a URL (s3://, gs://, hf://, https://).

@@ -91,6 +91,23 @@ class RemoteOptions:
     )
     log_every_s: float = 60.0
 
+    @classmethod
+    def of(cls, value: RemoteOptions | Mapping[str, Any] | None) -> RemoteOptions:
+        """`value` as RemoteOptions: itself, the defaults for None, or built from a dict
+        of its fields (an unknown name is an error naming the fields)."""
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        if not isinstance(value, Mapping):
+            raise TypeError(f"remote= takes RemoteOptions or a dict of its fields, not {value!r}")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(value) - fields)
+        if unknown:
+            raise TypeError(
+                f"remote=: unknown RemoteOptions field(s) {', '.join(unknown)}; "
+                f"the fields are {', '.join(sorted(fields))}"
+            )
+        return cls(**value)
+
 
 class RemoteStore:
     """Verified records of one remote dataset, fetched by byte range (one per process).
@@ -101,7 +118,7 @@ class RemoteStore:
         self,
         url: str,
         info: DatasetInfo,
-        options: RemoteOptions | None = None,
+        options: RemoteOptions | Mapping[str, Any] | None = None,
         storage_options: Mapping[str, Any] | None = None,
         describe: Callable[[int, int], str] | None = None,
     ):
@@ -113,7 +130,7 @@ class RemoteStore:
                 "reconvert it with this jaxload, or read a local copy"
             )
         self.url, self.info, self.describe = url, info, describe
-        self.options = options or RemoteOptions()
+        self.options = RemoteOptions.of(options)
         self.storage_options = dict(storage_options or {})
         self.board: StatsBoard | None = None  # set by a loader whose workers read
         self._setup()
