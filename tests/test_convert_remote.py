@@ -322,3 +322,11 @@ def test_backoff_is_capped_exponential_with_deterministic_jitter():
         assert cap / 2 <= d <= cap
     assert delays == [policy.delay(k, "hf://x") for k in range(8)]
     assert delays != [policy.delay(k, "hf://y") for k in range(8)]
+
+
+def test_an_unknown_storage_option_is_said_to_be_one():
+    def fail():  # what aiobotocore raises at the first request for storage_options endpoint=
+        raise TypeError("AioSession.__init__() got an unexpected keyword argument 'endpoint'")
+
+    with pytest.raises(remote.RemoteError, match="storage_options name the filesystem does not"):
+        remote.call_with_retries(fail, what="s3://b/ds/meta/info.json", policy=remote.RetryPolicy())

@@ -241,11 +241,25 @@ def _final_message(what: str, kind: str, error: BaseException, missing: str | No
     if kind == MISSING:
         context = f" ({missing})" if missing else ""
         return f"{what}: missing{context}: {describe(error)}"
+    if kind == PERMANENT and _unknown_option(error):
+        return (
+            f"{what}: {describe(error)}; a storage_options name the filesystem does not take "
+            "(s3fs's: endpoint_url, key, secret, anon, client_kwargs, config_kwargs, ...)"
+        )
     if kind == AUTH:
         names = {cls.__name__ for exc in _chain(error) for cls in type(exc).__mro__}
         said = "no credentials found" if names & NO_CREDENTIALS else "access denied"
         return f"{what}: {said} ({describe(error)}); {_credentials_hint(what)}"
     return f"{what}: {describe(error)}"
+
+
+def _unknown_option(error: BaseException) -> bool:
+    """A client built lazily from storage_options refused one of them (a TypeError at the
+    first request, e.g. `endpoint=` for s3fs's `endpoint_url=`)."""
+    return any(
+        isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc)
+        for exc in _chain(error)
+    )
 
 
 def _credentials_hint(what: str) -> str:
