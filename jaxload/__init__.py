@@ -51,7 +51,7 @@ _LAZY = {
     "LoaderRestore": "jaxload.checkpoint",
     "Normalize": "jaxload.transforms",
     "ImageTransforms": "jaxload.transforms",
-    "RemoteOptions": "jaxload.storage.remote",
+    "RemoteOptions": "jaxload.storage.options",
 }
 _SUBMODULES = ("stats", "transforms")
 

@@ -518,6 +518,22 @@ def test_remote_options_may_be_a_dict_and_a_wrong_name_is_said(converted, clean)
         )
 
 
+def test_retries_of_one_dataset_warn_once_per_window_and_count_the_rest(clean, caplog):
+    # In an outage every range in flight retries: one warning line per range, ~20 at once.
+    store = _remote(clean).remote_store
+    with caplog.at_level(logging.DEBUG, logger="jaxload.storage"):
+        for i in range(5):
+            store._warn_retry("%s: down; retry %d", "s3://bucket/ds/x", i)
+        store._retry_quiet_until = 0.0  # the window is over
+        store._warn_retry("%s: down; retry %d", "s3://bucket/ds/x", 5)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "s3://bucket/ds/x: down; retry 0",
+        "s3://bucket/ds/x: down; retry 5 (4 more retries of its requests before this one)",
+    ]
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) >= 4
+
+
 def test_disk_cache_serves_verified_records_and_refetches_a_damaged_file(
     converted, clean, tmp_path, caplog
 ):

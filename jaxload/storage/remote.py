@@ -19,7 +19,6 @@ once with the object's URL in the message.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import dataclasses
 import logging
 import math
 import threading
@@ -33,13 +32,16 @@ from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
 from jaxload.format import chunks, layout
 from jaxload.format.layout import DatasetInfo
 from jaxload.storage.cache import RecordCache
+from jaxload.storage.options import RemoteOptions
 from jaxload.storage.ranges import open_ranges
-from jaxload.storage.retry import RetryCounter, RetryPolicy, call_with_retries
+from jaxload.storage.retry import RetryCounter, call_with_retries
 from jaxload.storage.stats_board import StatsBoard
 from jaxload.storage.sweep import SweepPeriod
-from jaxload.storage.urls import TIMEOUT_S, filesystem, join
+from jaxload.storage.urls import filesystem, join
 
 log = logging.getLogger("jaxload.storage")
+
+RETRY_LOG_S = 10.0  # seconds between retry warnings of one dataset (the others: DEBUG)
 
 # The batch a thread is reading (set by jaxload.storage.prefetch around each batch): reads
 # consume that batch's planned uses in the cache. And the generation of each store
@@ -48,65 +50,6 @@ log = logging.getLogger("jaxload.storage")
 CURRENT = threading.local()
 
 Key = tuple[int, int]  # (shard, record)
-
-
-@dataclasses.dataclass(frozen=True)
-class RemoteOptions:
-    """How a remote dataset is read (none of it changes what is read).
-
-    Attributes:
-        cache_bytes: budget of the verified-record cache, per process. Default 512 MiB.
-        cache_dir: keep the cached records in files under this directory (a budget larger
-            than memory, on a local disk) instead of in memory; each process uses its own
-            subdirectory, removed when the process ends.
-        concurrency: range requests in flight at once, per process.
-        lookahead: batches planned ahead of the one being read (the window of
-            `jaxload.storage.prefetch`'s sweep); None: each record fetched at least a few
-            measured request latencies (at the measured batch interval) before its batch,
-            and the sweep's period as long as the cache holds (`jaxload.storage.sweep`).
-        coalesce_bytes: ranges of a shard closer than this are fetched as one request;
-            None: measured latency × measured bandwidth (64 KiB .. 8 MiB).
-        max_request_bytes: the largest merged request.
-        signed_urls: fetch ranges through presigned URLs and a plain HTTP pool (a quarter
-            of s3fs's CPU per request; `jaxload.storage.ranges`): None, where the store
-            signs URLs that read back right; True, always (an error if it cannot); False,
-            never (every request through fsspec).
-        timeout_s: seconds a request waits to connect, or for its next bytes, before it
-            fails as transient and is retried: a stalled store fails a read after about
-            `retry.attempts` × this, with the URL, instead of hanging.
-        retry: the retry policy for transient transport errors (the converter's).
-        log_every_s: seconds between progress log lines (0: none).
-    """
-
-    cache_bytes: int = 512 << 20
-    cache_dir: str | None = None
-    concurrency: int = 16
-    lookahead: int | None = None
-    coalesce_bytes: int | None = None
-    max_request_bytes: int = 16 << 20
-    signed_urls: bool | None = None
-    timeout_s: float = TIMEOUT_S
-    retry: RetryPolicy = dataclasses.field(
-        default_factory=lambda: RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
-    )
-    log_every_s: float = 60.0
-
-    @classmethod
-    def of(cls, value: RemoteOptions | Mapping[str, Any] | None) -> RemoteOptions:
-        """`value` as RemoteOptions: itself, the defaults for None, or built from a dict
-        of its fields (an unknown name is an error naming the fields)."""
-        if value is None or isinstance(value, cls):
-            return value or cls()
-        if not isinstance(value, Mapping):
-            raise TypeError(f"remote= takes RemoteOptions or a dict of its fields, not {value!r}")
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(value) - fields)
-        if unknown:
-            raise TypeError(
-                f"remote=: unknown RemoteOptions field(s) {', '.join(unknown)}; "
-                f"the fields are {', '.join(sorted(fields))}"
-            )
-        return cls(**value)
 
 
 class RemoteStore:
@@ -147,6 +90,7 @@ class RemoteStore:
         self._cache_failed = False  # a cache write failed (said once)
         self._counts = dict.fromkeys(("requests", "bytes_fetched", "records_fetched", "waits"), 0)
         self._retries = RetryCounter()
+        self._retry_quiet_until, self._retries_silenced = 0.0, 0  # _warn_retry
         self._latency_s: float | None = None  # moving average per request
         self._sweep = SweepPeriod()
         self._bandwidth: float | None = None  # bytes/s of large requests, moving average
@@ -218,9 +162,27 @@ class RemoteStore:
             policy=self.options.retry,
             counter=self._retries,
             missing=f"dataset {self.url}",
+            warn=self._warn_retry,
         )
         self._measured(time.monotonic() - began, len(data))
         return data
+
+    def _warn_retry(self, message: str, *args: Any) -> None:
+        """One retry warning per RETRY_LOG_S for this dataset, the others at DEBUG: in an
+        outage every range in flight retries (about 20 warnings at once otherwise)."""
+        now = time.monotonic()
+        with self._lock:
+            loud = now >= self._retry_quiet_until
+            if loud:
+                silenced, self._retries_silenced = self._retries_silenced, 0
+                self._retry_quiet_until = now + RETRY_LOG_S
+            else:
+                self._retries_silenced += 1
+        if not loud:
+            log.debug(message, *args)
+            return
+        more = f" ({silenced} more retries of its requests before this one)" if silenced else ""
+        log.warning(message + "%s", *args, more)
 
     def _measured(self, seconds: float, size: int) -> None:
         with self._lock:

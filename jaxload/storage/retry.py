@@ -135,8 +135,10 @@ def call_with_retries(
     counter: RetryCounter | None = None,
     missing: str | None = None,
     fail_fast_unreachable: bool = False,
+    warn: Callable[..., None] | None = None,
 ) -> T:
-    """Returns fn(), retrying transient errors under `policy`.
+    """Returns fn(), retrying transient errors under `policy`; each retry is said through
+    `warn` (logging-style arguments; default: a warning on this module's logger).
 
     Raises `RemoteError` naming `what`: at once for a missing file (with `missing` as the
     context, e.g. "video of episode 3"), a denied access or any non-transient error, and
@@ -164,7 +166,7 @@ def call_with_retries(
             wait = policy.delay(attempt, what)
             if counter is not None:
                 counter.retries += 1
-            log.warning(
+            (warn or log.warning)(
                 "%s: %s; retry %d of %d in %.2f s",
                 what,
                 describe(error),
