@@ -330,6 +330,17 @@ def test_the_sweep_lengthens_while_the_cache_has_room_and_shortens_after_an_earl
     assert store.lookahead(0.01, 100.0) == (4, 10)
 
 
+def test_the_sweep_is_no_longer_than_two_reads_of_the_dataset(clean):
+    # A cache far larger than the dataset made the window 1,024 batches: a second of
+    # planning before the second batch, for no byte saved (such a cache keeps all it gets).
+    store = _remote(clean, cache_bytes=1 << 30).remote_store
+    shards = range(store.info.num_shards)
+    store.load_offsets(shards)
+    dataset_bytes = sum(int(store.offsets(s)[-1]) for s in shards)
+    lead, window = store.lookahead(0.01, dataset_bytes / 10)  # a batch reads a tenth of it
+    assert window - lead == 20 and store.stats()["sweep_period"] == 20
+
+
 def _within(seconds: float, read):
     """read() run in a thread that must finish within `seconds` (a hang fails the test)."""
     out = []

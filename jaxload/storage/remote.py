@@ -93,6 +93,7 @@ class RemoteStore:
         self._retry_quiet_until, self._retries_silenced = 0.0, 0  # _warn_retry
         self._latency_s: float | None = None  # moving average per request
         self._sweep = SweepPeriod()
+        self._period_used: int | None = None  # the sweep's period last used (stats)
         self._bandwidth: float | None = None  # bytes/s of large requests, moving average
         self._started = time.monotonic()
         self._logged = self._started
@@ -490,7 +491,7 @@ class RemoteStore:
             "latency_ms": round(self.latency_s * 1000, 2),
             "bandwidth_mb_s": round(self.bandwidth / 1e6, 1),
             "coalesce_bytes": self.coalesce_bytes(),
-            "sweep_period": self._sweep.period,
+            "sweep_period": self._period_used,
             "transport": getattr(self._ranges, "kind", None),
         }
 
@@ -521,7 +522,10 @@ class RemoteStore:
         """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`, asked
         once per batch read. The lead covers a few request latencies at the measured batch
         interval; the rest of the window, the sweep's period P, is as long as the cache
-        holds (`jaxload.storage.sweep`)."""
+        holds (`jaxload.storage.sweep`), and at most the batches that read the dataset's
+        bytes twice: a longer sweep saves no bytes (a cache that large keeps what passes),
+        and planning that far ahead cost a cache larger than a small dataset a second of
+        planning 1,024 batches before its second batch."""
         fits = max(2.0, 0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0))
         interval = batch_interval_s if batch_interval_s else 0.01
         lead = math.ceil(3 * self.latency_s / max(interval, 1e-3)) + 1
@@ -529,7 +533,16 @@ class RemoteStore:
         if self.options.lookahead is not None:
             window = max(1, int(self.options.lookahead))
             return min(lead, max(1, window // 2)), window
-        return lead, lead + self._sweep.update(self.cache, fits, lead)
+        period = self._sweep.update(self.cache, fits, lead)
+        twice = 2 * self._dataset_bytes() / max(batch_bytes, 1.0)
+        self._period_used = min(period, math.ceil(twice)) if twice < period else period
+        return lead, lead + self._period_used
+
+    def _dataset_bytes(self) -> float:
+        """The bytes of the dataset's shards: those whose offsets are loaded, the others
+        taken as their mean."""
+        sizes = [int(o[-1]) for o in list(self._offsets.values())]
+        return self.info.num_shards * sum(sizes) / len(sizes) if sizes else math.inf
 
     def place(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For (shard, record) rows `keys` (offsets loaded): where each record lies in the
