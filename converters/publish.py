@@ -49,6 +49,7 @@ from jaxload.storage.retry import (
     RetryPolicy,
     call_with_retries,
     describe,
+    no_credentials,
 )
 from jaxload.storage.urls import filesystem, is_url, join
 
@@ -153,9 +154,7 @@ class Destination:
         except RemoteError as e:
             if e.kind == AUTH:  # retry.py's hint is about the hub: say what applies here
                 cause = describe(e.__cause__ if e.__cause__ is not None else e)
-                said = (
-                    "no credentials found" if "no credentials found" in str(e) else "access denied"
-                )
+                said = "no credentials found" if no_credentials(e) else "access denied"
                 raise PublishError(
                     f"{what}: {said} ({cause}); check that the credentials (from the "
                     "environment, fsspec's configuration or --storage-option) may list and "

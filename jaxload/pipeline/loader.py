@@ -145,10 +145,8 @@ class Loader:
                 os.kill(stuck_pid, signal.SIGKILL)
         iterator, self._iterator = self._iterator, None
         _RUNNING.discard(self)
-        for dataset in self.datasets:  # the next pipeline never waits on this one's fetches
-            store = getattr(dataset, "remote_store", None)
-            if store is not None:
-                store.restart()
+        for store in self._remote_stores():  # the next pipeline never waits on its fetches
+            store.restart()
         if iterator is not None:
             threading.Thread(target=iterator.close, daemon=True, name="jaxload-abandon").start()
 
@@ -157,11 +155,14 @@ class Loader:
         if self._iterator is not None:
             self._iterator.close()
             self._iterator = None
-        for dataset in self.datasets:  # remote datasets: stop fetching ahead
-            store = getattr(dataset, "remote_store", None)
-            if store is not None:
-                store.close()
+        for store in self._remote_stores():  # stop fetching ahead
+            store.close()
         _RUNNING.discard(self)
+
+    def _remote_stores(self) -> list[Any]:
+        """The `RemoteStore` of each dataset read from object storage."""
+        stores = (getattr(d, "remote_store", None) for d in self.datasets)
+        return [s for s in stores if s is not None]
 
     def __enter__(self) -> Loader:
         return self

@@ -94,6 +94,7 @@ class RemoteStore:
         self._latency_s: float | None = None  # moving average per request
         self._sweep = SweepPeriod()
         self._period_used: int | None = None  # the sweep's period last used (stats)
+        self._sized = (0, 0)  # (shards whose offsets are loaded, their bytes): _dataset_bytes
         self._bandwidth: float | None = None  # bytes/s of large requests, moving average
         self._started = time.monotonic()
         self._logged = self._started
@@ -247,9 +248,13 @@ class RemoteStore:
         """Bumped by `close()`: fetches asked for under an older one are not made."""
         return self._generation
 
+    def closed_since(self, generation: int | None) -> bool:
+        """Whether the store was closed (or restarted) after `generation` (None: never)."""
+        return generation is not None and generation != self._generation
+
     def check_open(self, generation: int | None) -> None:
         """DatasetError when the store was closed after `generation` (None: never)."""
-        if generation is not None and generation != self._generation:
+        if self.closed_since(generation):
             raise DatasetError(f"{self.url}: the loader reading this was closed")
 
     # --- estimates ---------------------------------------------------------------------
@@ -330,7 +335,7 @@ class RemoteStore:
         wanted = sorted(set(keys))
         self.load_offsets({s for s, _ in wanted})
         with self._lock:
-            if generation is not None and generation != self._generation:
+            if self.closed_since(generation):
                 return
             fresh = [k for k in wanted if k not in self._inflight and k not in self.cache]
             requests, current = self._plan_requests(self._start(fresh)), self._generation
@@ -535,14 +540,18 @@ class RemoteStore:
             return min(lead, max(1, window // 2)), window
         period = self._sweep.update(self.cache, fits, lead)
         twice = 2 * self._dataset_bytes() / max(batch_bytes, 1.0)
-        self._period_used = min(period, math.ceil(twice)) if twice < period else period
+        self._period_used = math.ceil(twice) if twice < period else period
         return lead, lead + self._period_used
 
     def _dataset_bytes(self) -> float:
         """The bytes of the dataset's shards: those whose offsets are loaded, the others
-        taken as their mean."""
-        sizes = [int(o[-1]) for o in list(self._offsets.values())]
-        return self.info.num_shards * sum(sizes) / len(sizes) if sizes else math.inf
+        taken as their mean (summed again only when more shards are loaded: this runs
+        once per batch, and a large dataset has thousands of shards)."""
+        loaded = list(self._offsets.values())
+        if len(loaded) != self._sized[0]:
+            self._sized = (len(loaded), sum(int(o[-1]) for o in loaded))
+        count, total = self._sized
+        return self.info.num_shards * total / count if count else math.inf
 
     def place(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For (shard, record) rows `keys` (offsets loaded): where each record lies in the

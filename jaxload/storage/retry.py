@@ -49,12 +49,11 @@ UNREACHABLE = "unreachable"
 TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 MISSING_STATUS = frozenset({404, 410})
 AUTH_STATUS = frozenset({401, 403})
+# botocore found no credentials (or half of them): the user's to fix, said as such.
+NO_CREDENTIALS = frozenset({"NoCredentialsError", "PartialCredentialsError"})
 # Exception class names (anywhere in the MRO) of transport failures in the HTTP and cloud
 # client libraries fsspec and huggingface_hub use (httpx, requests, aiohttp, botocore,
 # google-auth), matched by name so none of them has to be imported here.
-# botocore found no credentials (or half of them): the user's to fix, said as such.
-NO_CREDENTIALS = frozenset({"NoCredentialsError", "PartialCredentialsError"})
-
 TRANSIENT_CLASS_NAMES = frozenset(
     {
         "TransportError",  # httpx (ConnectError, ReadTimeout, ...), google.auth
@@ -249,10 +248,15 @@ def _final_message(what: str, kind: str, error: BaseException, missing: str | No
             "(s3fs's: endpoint_url, key, secret, anon, client_kwargs, config_kwargs, ...)"
         )
     if kind == AUTH:
-        names = {cls.__name__ for exc in _chain(error) for cls in type(exc).__mro__}
-        said = "no credentials found" if names & NO_CREDENTIALS else "access denied"
+        said = "no credentials found" if no_credentials(error) else "access denied"
         return f"{what}: {said} ({describe(error)}); {_credentials_hint(what)}"
     return f"{what}: {describe(error)}"
+
+
+def no_credentials(error: BaseException) -> bool:
+    """The client found no credentials (botocore's NoCredentialsError and kin), anywhere in
+    `error`'s cause chain."""
+    return any(cls.__name__ in NO_CREDENTIALS for exc in _chain(error) for cls in type(exc).__mro__)
 
 
 def _unknown_option(error: BaseException) -> bool:
