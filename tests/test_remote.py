@@ -466,11 +466,11 @@ def test_close_fails_fetches_in_flight_and_a_later_read_works(converted, clean):
     store = remote.remote_store
     store.load_offsets([0])
     clean.set(latency_s=0.5)
-    futures = store.fetch([(0, r) for r in range(4)])
+    flights = store.fetch([(0, r) for r in range(4)])
     store.close()
-    for future in futures.values():
+    for key, flight in flights.items():
         with pytest.raises(DatasetError, match="closed while this record was being fetched"):
-            future.result(timeout=5)
+            flight.result(key, timeout=5)
     clean.set(latency_s=0.02)
     assert _same(local[3], remote[3])
 
@@ -507,7 +507,7 @@ def test_a_restarted_store_fetches_anew_instead_of_waiting_on_an_old_request(con
     old = store.fetch([(0, 3)])[(0, 3)]  # a request of a pipeline the loader drops
     store.restart()
     with pytest.raises(DatasetError, match="closed while this record was being fetched"):
-        old.result(timeout=5)
+        old.result((0, 3), timeout=5)
     clean.set(latency_s=0.02)
     clean.reset_counters()
     assert _within(30, lambda: store.read(0, [3]))[0] == want
@@ -587,3 +587,29 @@ def test_disk_cache_removes_only_directories_of_dead_processes(tmp_path):
     directory = cache._data.directory
     cache.close()
     assert not (tmp_path / directory).exists() and mine.exists()
+
+
+def test_requests_merge_across_small_gaps_and_split_at_the_size_limit(clean):
+    store = _remote(clean, coalesce_bytes=0, max_request_bytes=1).remote_store
+    store.load_offsets([0])
+    offsets = store.offsets(0)
+    # No gap allowed: adjacent records merge, a skipped record splits; 1 byte: one each.
+    assert [r[3] for r in store._requests([(0, 1), (0, 2), (0, 4)])] == [[1], [2], [4]]
+    store.options = RemoteOptions(coalesce_bytes=0)
+    requests = store._requests([(0, 1), (0, 2), (0, 4)])
+    assert [r[3] for r in requests] == [[1, 2], [4]]
+    assert [r[1:3] for r in requests] == [
+        (offsets[1], offsets[3]),
+        (offsets[4], offsets[5]),
+    ]
+    # A gap of one record merges once allowed; the size limit then splits the run where
+    # the next record would pass it.
+    gap = int(offsets[4] - offsets[3])
+    store.options = RemoteOptions(coalesce_bytes=gap)
+    assert [r[3] for r in store._requests([(0, 1), (0, 2), (0, 4)])] == [[1, 2, 4]]
+    store.options = RemoteOptions(
+        coalesce_bytes=gap, max_request_bytes=int(offsets[4] - offsets[1])
+    )
+    assert [r[3] for r in store._requests([(0, 1), (0, 2), (0, 4)])] == [[1, 2], [4]]
+    # Every record of every request is fetched, verified and equal to a plain read.
+    assert store.read(0, [1, 2, 4]) == _remote(clean).remote_store.read(0, [1, 2, 4])

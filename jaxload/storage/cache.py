@@ -206,21 +206,29 @@ class RecordCache:
         """The cached bytes or None; counts a hit or a miss. `batch`: the batch reading it
         (its planned uses up to that batch are consumed)."""
         with self._lock:
-            if batch is not None:
-                self._consume(key, batch)
-            size = self._data.size(key) if key in self._data else None
-            data = self._data.get(key) if size is not None else None
-            if data is None:
-                self.misses += 1
-                if size is not None:  # a cache file that failed its check: dropped
-                    self.bytes -= size
-                    self._entry.pop(key, None)
-                    if key in self._uses:
-                        self.planned_bytes -= size
-                return None
-            self.hits += 1
-            self._push(key)
-            return data
+            return self._get(key, batch)
+
+    def _get(self, key: Hashable, batch: int | None) -> bytes | None:
+        if batch is not None:
+            self._consume(key, batch)
+        size = self._data.size(key) if key in self._data else None
+        data = self._data.get(key) if size is not None else None
+        if data is None:
+            self.misses += 1
+            if size is not None:  # a cache file that failed its check: dropped
+                self.bytes -= size
+                self._entry.pop(key, None)
+                if key in self._uses:
+                    self.planned_bytes -= size
+            return None
+        self.hits += 1
+        self._push(key)
+        return data
+
+    def get_many(self, keys: Sequence[Hashable], batch: int | None = None) -> list[bytes | None]:
+        """`get` of each of `keys`, under one lock."""
+        with self._lock:
+            return [self._get(key, batch) for key in keys]
 
     def peek(self, key: Hashable) -> bytes | None:
         """The cached bytes or None, without counting a hit or a miss."""

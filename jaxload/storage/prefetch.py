@@ -126,17 +126,20 @@ class Lookahead:
                     continue
                 keys = self.read_batch.datasets[d].record_keys(mine.tolist())  # sorted, unique
                 store.load_offsets(np.unique(keys[:, 0]).tolist())
-                pairs = list(zip(keys[:, 0].tolist(), keys[:, 1].tolist(), strict=True))
-                store.cache.plan_many(pairs, j)
                 phases, nbytes = store.place(keys)
                 sizes += float(nbytes.sum())
                 # One heap entry per fetch time, holding the keys due then.
                 times = _fetch_time(j, lead, period, phases)
                 order = np.argsort(times, kind="stable")
-                bounds = np.flatnonzero(np.diff(times[order])) + 1
-                for group in np.split(order, bounds):
-                    due = [pairs[i] for i in group.tolist()]
-                    heapq.heappush(self._due, (int(times[group[0]]), next(self._seq), d, due))
+                times, keys = times[order].tolist(), keys[order]
+                pairs = list(zip(keys[:, 0].tolist(), keys[:, 1].tolist(), strict=True))
+                store.cache.plan_many(pairs, j)
+                begin = 0
+                for end in range(1, len(pairs) + 1):
+                    if end == len(pairs) or times[end] != times[begin]:
+                        entry = (times[begin], next(self._seq), d, pairs[begin:end])
+                        heapq.heappush(self._due, entry)
+                        begin = end
         if batches:
             self._batch_bytes = max(self._batch_bytes or 1.0, sizes / len(batches))
 

@@ -19,6 +19,7 @@ once with the object's URL in the message.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import logging
 import math
 import threading
@@ -32,6 +33,7 @@ from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
 from jaxload.format import chunks, layout
 from jaxload.format.layout import DatasetInfo
 from jaxload.storage.cache import RecordCache
+from jaxload.storage.flight import Flight
 from jaxload.storage.options import RemoteOptions
 from jaxload.storage.ranges import open_ranges
 from jaxload.storage.retry import RetryCounter, call_with_retries
@@ -50,6 +52,7 @@ RETRY_LOG_S = 10.0  # seconds between retry warnings of one dataset (the others:
 CURRENT = threading.local()
 
 Key = tuple[int, int]  # (shard, record)
+Request = tuple[int, int, int, list[int], Flight]  # shard, start, end, records, their flight
 
 
 class RemoteStore:
@@ -82,7 +85,7 @@ class RemoteStore:
         self._ranges: Any = None  # jaxload.storage.ranges: how byte ranges are fetched
         self._lock = threading.Lock()
         self._offsets: dict[int, np.ndarray] = {}
-        self._inflight: dict[Key, cf.Future] = {}
+        self._inflight: dict[Key, Flight] = {}
         self._pool: cf.ThreadPoolExecutor | None = None
         self._generation = 0  # close() bumps it: requests queued before then are dropped
         self.cache = RecordCache(self.options.cache_bytes, self.options.cache_dir)
@@ -281,56 +284,48 @@ class RemoteStore:
         or new requests (coalesced, concurrent)."""
         keys = [(int(shard), int(r)) for r in records]
         batch = getattr(CURRENT, "batch", None) if batch is None else batch
-        out: list[bytes | None] = [None] * len(keys)
-        waiting: list[tuple[int, cf.Future]] = []
-        missing: list[Key] = []
-        for i, key in enumerate(keys):
-            data = self.cache.get(key, batch)
-            if data is not None:
-                out[i] = data
-                continue
+        out = self.cache.get_many(keys, batch)
+        absent = [i for i, data in enumerate(out) if data is None]
+        if absent:
             with self._lock:
-                future = self._inflight.get(key)
-            if future is not None:
-                self._counts["waits"] += 1
-                waiting.append((i, future))
-            else:
-                missing.append(key)
-        if missing:
-            generations = getattr(CURRENT, "generations", None) or {}
-            futures = self.fetch(missing, generations.get(id(self)))
-            slot = {k: i for i, k in enumerate(keys)}
-            waiting += [(slot[k], futures[k]) for k in missing]
-        for i, future in waiting:
-            out[i] = future.result()
+                flights = [(i, self._inflight.get(keys[i])) for i in absent]
+            self._counts["waits"] += sum(f is not None for _, f in flights)
+            missing = [keys[i] for i, f in flights if f is None]
+            if missing:
+                generations = getattr(CURRENT, "generations", None) or {}
+                fetched = self.fetch(missing, generations.get(id(self)))
+                flights = [(i, f or fetched[keys[i]]) for i, f in flights]
+            for i, flight in flights:
+                out[i] = flight.result(keys[i])
         self._maybe_log()
         return out  # type: ignore[return-value]
 
-    def fetch(self, keys: Iterable[Key], generation: int | None = None) -> dict[Key, cf.Future]:
-        """Starts fetching `keys` not cached or in flight; returns a future per key.
+    def fetch(self, keys: Iterable[Key], generation: int | None = None) -> dict[Key, Flight]:
+        """Starts fetching `keys` not cached or in flight; returns each key's `Flight`.
         `generation`: the store's when the caller began; if closed since, DatasetError."""
         wanted = sorted(set(keys))
         self.load_offsets({s for s, _ in wanted})
-        futures: dict[Key, cf.Future] = {}
+        flights: dict[Key, Flight] = {}
         with self._lock:
             self.check_open(generation)  # under the lock: close() cannot come in between
+            fresh = []
             for key in wanted:
-                future = self._inflight.get(key)
-                if future is None:
+                flight = self._inflight.get(key)
+                if flight is None:
                     cached = self.cache.peek(key)
-                    if cached is not None:  # arrived since the caller looked
-                        future = cf.Future()
-                        future.set_result(cached)
-                futures[key] = future
-            new = self._start([k for k, f in futures.items() if f is None])
-            requests, current = self._plan_requests(new), self._generation
-        futures.update(new)
+                    if cached is None:
+                        fresh.append(key)
+                        continue
+                    flight = Flight.landed(key, cached)  # arrived since the caller looked
+                flights[key] = flight
+            requests, current = self._launch(fresh), self._generation
+            flights.update((key, self._inflight[key]) for key in fresh)
         self._submit(requests, current)
-        return futures
+        return flights
 
     def prefetch(self, keys: Iterable[Key], generation: int | None = None) -> None:
         """Starts fetching `keys` not cached or in flight (what `fetch` does, without a
-        future per key: the lookahead's path, once per batch); nothing if the store was
+        flight per key: the lookahead's path, once per batch); nothing if the store was
         closed after `generation`."""
         wanted = sorted(set(keys))
         self.load_offsets({s for s, _ in wanted})
@@ -338,43 +333,40 @@ class RemoteStore:
             if self.closed_since(generation):
                 return
             fresh = [k for k in wanted if k not in self._inflight and k not in self.cache]
-            requests, current = self._plan_requests(self._start(fresh)), self._generation
+            requests, current = self._launch(fresh), self._generation
         self._submit(requests, current)
 
-    def _start(self, keys: list[Key]) -> dict[Key, cf.Future]:
-        """Registers `keys` as in flight (under the lock): a future each."""
-        new = {key: cf.Future() for key in keys}
-        self._inflight.update(new)
-        return new
+    def _launch(self, keys: list[Key]) -> list[Request]:
+        """The requests for `keys` (sorted; none cached or in flight), each widened to the
+        records between them where the cache has room (`_with_gaps`), and its records
+        registered in flight on one `Flight`. Under the lock, so that two threads never
+        fetch the same records."""
+        out = []
+        for request in self._requests(keys):
+            for shard, start, end, records in self._with_gaps(request):
+                flight = Flight()
+                self._inflight.update(((shard, r), flight) for r in records)
+                out.append((shard, start, end, records, flight))
+        return out
 
-    def _plan_requests(self, keys: Iterable[Key]) -> list[tuple[int, int, int, list[int]]]:
-        """The requests for `keys` just registered in flight, each widened to the records
-        between them where the cache has room (`_with_gaps`; under the lock, so that two
-        threads never fetch the same records)."""
-        return [
-            widened
-            for request in self._requests(sorted(keys))
-            for widened in self._with_gaps(request)
-        ]
-
-    def _submit(self, requests: list[tuple[int, int, int, list[int]]], generation: int) -> None:
+    def _submit(self, requests: list[Request], generation: int) -> None:
         """Starts `requests` (their records registered in flight under `generation`; if
         close() came since, it failed them already and nothing is requested)."""
-        for request in requests:
+        for i, request in enumerate(requests):
             if generation != self._generation:
                 return
             try:
                 self.pool().submit(self._fetch_range, request, generation)
             except BaseException as error:  # e.g. at interpreter exit: no new threads
-                self._fail([(request[0], r) for r in request[3]], error)
+                for unstarted in requests[i:]:
+                    self._land(unstarted, {}, error)
                 raise
 
     def _with_gaps(self, request: tuple[int, int, int, list[int]]) -> list[tuple]:
-        """`request` (shard, start, end, records) as requests that also name, and register
-        in flight, the records between the ones asked for (the merged range brings them
-        anyway), when the cache has room for the whole range without evicting anything;
-        split around records already cached or in flight, which it does not fetch again.
-        Under the lock.
+        """`request` (shard, start, end, records) as requests that also name the records
+        between the ones asked for (the merged range brings them anyway), when the cache
+        has room for the whole range without evicting anything; split around records
+        already cached or in flight, which it does not fetch again. Under the lock.
 
         A cache as large as the dataset then holds all of it after one pass: before, those
         records were dropped and fetched again by each later window (3x the dataset's
@@ -391,44 +383,59 @@ class RemoteStore:
                 runs.append(run)
                 run = []
         runs.append(run)
-        self._start([(shard, r) for run in runs for r in run if r not in asked])
         offsets = self._offsets[shard]
         return [(shard, int(offsets[run[0]]), int(offsets[run[-1] + 1]), run) for run in runs]
 
-    def _fail(self, keys: list[Key], error: BaseException) -> None:
-        """The records of `keys` still in flight fail with `error` (none is left waiting)."""
+    def _land(
+        self, request: Request, payloads: dict[Key, bytes], error: BaseException | None
+    ) -> None:
+        """Ends `request`: its verified `payloads` cached, its records no longer in flight,
+        its readers given the payloads (and `error` for the others). Records a restart()
+        took from it meanwhile are not cached: their readers got its error already."""
+        shard, _, _, records, flight = request
+        keys = [(shard, r) for r in records]
         with self._lock:
-            pending = [self._inflight.pop(k) for k in keys if k in self._inflight]
-        for future in pending:
-            future.set_exception(error)
+            mine = [k for k in keys if self._inflight.get(k) is flight]
+            self._counts["records_fetched"] += len(payloads)
+        for key in mine:  # cached before leaving the flight: a reader finds it in one
+            if key in payloads:
+                self._keep(key, payloads[key])
+        with self._lock:
+            for key in mine:
+                if self._inflight.get(key) is flight:
+                    del self._inflight[key]
+        flight.finish(payloads, error)
 
     def _requests(self, keys: Sequence[Key]) -> list[tuple[int, int, int, list[int]]]:
         """(shard, start, end, records) requests covering `keys` (sorted), merged across
-        gaps below `coalesce_bytes` up to `max_request_bytes`."""
+        gaps below `coalesce_bytes` up to `max_request_bytes` (a record larger than that is
+        a request of its own)."""
+        if not keys:
+            return []
         gap, most = self.coalesce_bytes(), self.options.max_request_bytes
+        pairs = np.asarray(keys, np.int64)
         out: list[tuple[int, int, int, list[int]]] = []
-        by_shard: dict[int, list[int]] = {}
-        for shard, record in keys:
-            by_shard.setdefault(shard, []).append(record)
-        for shard, records in by_shard.items():
-            offsets, index = self._offsets[shard], np.asarray(records)
-            starts, ends = offsets[index].tolist(), offsets[index + 1].tolist()
-            first, last, members = starts[0], ends[0], [records[0]]
-            for record, start, end in zip(records[1:], starts[1:], ends[1:], strict=True):
-                if start - last <= gap and max(end, last) - first <= most:
-                    last = max(end, last)
-                    members.append(record)
-                    continue
-                out.append((shard, first, last, members))
-                first, last, members = start, end, [record]
-            out.append((shard, first, last, members))
+        for shard in np.unique(pairs[:, 0]).tolist():
+            records = pairs[pairs[:, 0] == shard, 1]
+            offsets = self._offsets[shard]
+            starts, ends = offsets[records], offsets[records + 1]
+            cuts = [0, *(np.flatnonzero(starts[1:] - ends[:-1] > gap) + 1).tolist(), len(records)]
+            for begin, stop in itertools.pairwise(cuts):
+                while begin < stop:  # split a merged run at max_request_bytes
+                    limit = int(starts[begin]) + most
+                    last = int(np.searchsorted(ends[begin:stop], limit, side="right"))
+                    last = begin + max(1, last)
+                    members = records[begin:last].tolist()
+                    out.append((shard, int(starts[begin]), int(ends[last - 1]), members))
+                    begin = last
         return out
 
-    def _fetch_range(self, request: tuple[int, int, int, list[int]], generation: int) -> None:
-        shard, start, end, records = request
-        keys = [(shard, r) for r in records]
+    def _fetch_range(self, request: Request, generation: int) -> None:
+        shard, start, end, records, _ = request
         if generation != self._generation:
-            return  # queued before close(): its futures have failed already
+            return  # queued before close(): its flight has failed already
+        payloads: dict[Key, bytes] = {}
+        error: BaseException | None = None
         try:
             data = self._get(layout.shard_path(shard), start, end, generation)
             if len(data) != end - start:
@@ -438,17 +445,13 @@ class RemoteStore:
                 )
             offsets, index = self._offsets[shard], np.asarray(records)
             view = memoryview(data)
-            spans = zip(keys, records, offsets[index].tolist(), offsets[index + 1].tolist())
-            for key, record, first, last in spans:
-                payload = self._verify(shard, record, view[first - start : last - start], first)
-                with self._lock:
-                    future = self._inflight.pop(key, None)
-                    self._counts["records_fetched"] += 1
-                if future is not None:  # None: close() failed it meanwhile
-                    self._keep(key, payload)
-                    future.set_result(payload)
-        except BaseException as error:
-            self._fail(keys, error)
+            spans = zip(records, offsets[index].tolist(), offsets[index + 1].tolist())
+            for record, first, last in spans:
+                chunk = view[first - start : last - start]
+                payloads[(shard, record)] = self._verify(shard, record, chunk, first)
+        except BaseException as e:
+            error = e
+        self._land(request, payloads, error)
 
     def _keep(self, key: Key, payload: bytes) -> None:
         """Caches a verified record; a cache that cannot store it (a full disk under
@@ -580,9 +583,8 @@ class RemoteStore:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
         dropped = DatasetError(f"{self.url}: closed while this record was being fetched")
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(dropped)
+        for flight in set(pending.values()):
+            flight.finish({}, dropped)
 
     def close(self) -> None:
         """Stops fetching (`restart`) and empties the cache (its files under `cache_dir`
