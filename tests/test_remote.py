@@ -316,18 +316,24 @@ def test_the_sweep_lengthens_while_the_cache_has_room_and_shortens_after_an_earl
 ):
     store = _remote(clean, cache_bytes=1000).remote_store
     lead, window = store.lookahead(0.01, 100.0)  # 8 batches of records fit in 80%
-    assert (lead, window) == (4, 12)  # period 2 * 8 - 2 * lead: a record cached lead + P / 2
+    # Latency 50 ms (the estimate before any request), 10 ms a batch: a lead of 1.3
+    # latencies (7 batches; half the cache, 4, would leave records arriving late), and
+    # a period of 2 * 8 - 2 * 2: a record is cached for the lead less its 5 batches in
+    # flight, plus P / 2.
+    assert (lead, window) == (7, 19)
     for _ in range(window):  # a whole window in which nothing waited in the cache
         store.lookahead(0.01, 100.0)
-    assert store.lookahead(0.01, 100.0) == (4, 13)
+    assert store.lookahead(0.01, 100.0) == (7, 20)
     for i in range(11):  # records a far batch reads, more than the budget holds
         store.cache.plan(("x", i), 10**6)
         store.cache.put(("x", i), b"x" * 100)
     assert store.cache.early_evictions == 1
-    assert store.lookahead(0.01, 100.0) == (4, 4 + 9 * 3 // 4)
+    assert store.lookahead(0.01, 100.0) == (7, 7 + 13 * 3 // 4)
     for _ in range(20):  # the cache stays full: no longer again
         store.lookahead(0.01, 100.0)
-    assert store.lookahead(0.01, 100.0) == (4, 10)
+    assert store.lookahead(0.01, 100.0) == (7, 16)
+    # A slower reader (100 ms a batch): three latencies and a batch, as half the cache holds.
+    assert _remote(clean, cache_bytes=1000).remote_store.lookahead(0.1, 100.0)[0] == 3
 
 
 def test_the_sweep_is_no_longer_than_two_reads_of_the_dataset(clean):

