@@ -619,3 +619,23 @@ def test_requests_merge_across_small_gaps_and_split_at_the_size_limit(clean):
     assert [r[3] for r in store._requests([(0, 1), (0, 2), (0, 4)])] == [[1, 2], [4]]
     # Every record of every request is fetched, verified and equal to a plain read.
     assert store.read(0, [1, 2, 4]) == _remote(clean).remote_store.read(0, [1, 2, 4])
+
+
+def test_a_cache_that_fails_to_store_a_record_neither_hangs_nor_changes_a_read(
+    clean, monkeypatch, caplog
+):
+    # Fault injection: the cache's put fails as memory running out would. Before, a put
+    # that raised anything but OSError skipped the end of the request's flight: every
+    # reader of its records waited for ever, and so did later reads of them.
+    store = _remote(clean).remote_store
+    want = _remote(clean).remote_store.read(0, [1, 2, 3])
+
+    def broken(key, data):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(store.cache, "put", broken)
+    with caplog.at_level("WARNING", logger="jaxload.storage"):
+        assert _within(30, lambda: store.read(0, [1, 2, 3])) == want
+        assert _within(30, lambda: store.read(0, [1, 2, 3])) == want  # fetched again
+    assert not store._inflight
+    assert sum("cannot cache records" in r.getMessage() for r in caplog.records) == 1

@@ -226,7 +226,10 @@ class RecordCache:
         return data
 
     def get_many(self, keys: Sequence[Hashable], batch: int | None = None) -> list[bytes | None]:
-        """`get` of each of `keys`, under one lock."""
+        """`get` of each of `keys`, under one lock (in memory; files are read one lock
+        each, so that the fetch threads' puts do not wait for a batch of reads)."""
+        if isinstance(self._data, DiskPayloads):
+            return [self.get(key, batch) for key in keys]
         with self._lock:
             return [self._get(key, batch) for key in keys]
 

@@ -19,7 +19,6 @@ once with the object's URL in the message.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import itertools
 import logging
 import math
 import threading
@@ -33,6 +32,7 @@ from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
 from jaxload.format import chunks, layout
 from jaxload.format.layout import DatasetInfo
 from jaxload.storage.cache import RecordCache
+from jaxload.storage.coalesce import coalesce
 from jaxload.storage.flight import Flight
 from jaxload.storage.options import RemoteOptions
 from jaxload.storage.ranges import open_ranges
@@ -337,12 +337,10 @@ class RemoteStore:
         records between them where the cache has room (`_with_gaps`), and its records
         registered in flight on one `Flight`. Under the lock, so that two threads never
         fetch the same records."""
-        out = []
-        for request in self._requests(keys):
-            for shard, start, end, records in self._with_gaps(request):
-                flight = Flight()
-                self._inflight.update(((shard, r), flight) for r in records)
-                out.append((shard, start, end, records, flight))
+        planned = [wide for request in self._requests(keys) for wide in self._with_gaps(request)]
+        out = [(*request, Flight()) for request in planned]  # registered only once all exist
+        for shard, _, _, records, flight in out:
+            self._inflight.update(((shard, r), flight) for r in records)
         return out
 
     def _submit(self, requests: list[Request], generation: int) -> None:
@@ -356,7 +354,9 @@ class RemoteStore:
             except BaseException as error:  # e.g. at interpreter exit: no new threads
                 for unstarted in requests[i:]:
                     self._land(unstarted, {}, error)
-                raise
+                if generation == self._generation:
+                    raise
+                return  # restart() shut the pool meanwhile: its error is the readers'
 
     def _with_gaps(self, request: tuple[int, int, int, list[int]]) -> list[tuple]:
         """`request` (shard, start, end, records) as requests that also name the records
@@ -390,41 +390,24 @@ class RemoteStore:
         took from it meanwhile are not cached: their readers got its error already."""
         shard, _, _, records, flight = request
         keys = [(shard, r) for r in records]
-        with self._lock:
-            mine = [k for k in keys if self._inflight.get(k) is flight]
-            self._counts["records_fetched"] += len(payloads)
-        for key in mine:  # cached before leaving the flight: a reader finds it in one
-            if key in payloads:
-                self._keep(key, payloads[key])
-        with self._lock:
-            for key in mine:
-                if self._inflight.get(key) is flight:
-                    del self._inflight[key]
-        flight.finish(payloads, error)
+        try:
+            with self._lock:
+                mine = [k for k in keys if self._inflight.get(k) is flight]
+                self._counts["records_fetched"] += len(payloads)
+            for key in mine:  # cached before leaving the flight: a reader finds it in one
+                if key in payloads:
+                    self._keep(key, payloads[key])
+        finally:  # whatever happened, no reader waits on this flight for ever
+            with self._lock:
+                for key in keys:
+                    if self._inflight.get(key) is flight:
+                        del self._inflight[key]
+            flight.finish(payloads, error)
 
     def _requests(self, keys: Sequence[Key]) -> list[tuple[int, int, int, list[int]]]:
-        """(shard, start, end, records) requests covering `keys` (sorted), merged across
-        gaps below `coalesce_bytes` up to `max_request_bytes` (a record larger than that is
-        a request of its own)."""
-        if not keys:
-            return []
+        """(shard, start, end, records) requests covering `keys` (sorted; `coalesce`)."""
         gap, most = self.coalesce_bytes(), self.options.max_request_bytes
-        pairs = np.asarray(keys, np.int64)
-        out: list[tuple[int, int, int, list[int]]] = []
-        for shard in np.unique(pairs[:, 0]).tolist():
-            records = pairs[pairs[:, 0] == shard, 1]
-            offsets = self._offsets[shard]
-            starts, ends = offsets[records], offsets[records + 1]
-            cuts = [0, *(np.flatnonzero(starts[1:] - ends[:-1] > gap) + 1).tolist(), len(records)]
-            for begin, stop in itertools.pairwise(cuts):
-                while begin < stop:  # split a merged run at max_request_bytes
-                    limit = int(starts[begin]) + most
-                    last = int(np.searchsorted(ends[begin:stop], limit, side="right"))
-                    last = begin + max(1, last)
-                    members = records[begin:last].tolist()
-                    out.append((shard, int(starts[begin]), int(ends[last - 1]), members))
-                    begin = last
-        return out
+        return coalesce(keys, self._offsets, gap, most)
 
     def _fetch_range(self, request: Request, generation: int) -> None:
         shard, start, end, records, _ = request
@@ -455,7 +438,7 @@ class RemoteStore:
         the record still gets it."""
         try:
             self.cache.put(key, payload)
-        except OSError as e:
+        except Exception as e:  # OSError, MemoryError, ...
             if not self._cache_failed:
                 self._cache_failed = True
                 log.warning(
@@ -527,8 +510,8 @@ class RemoteStore:
         once per batch read. The lead covers three request latencies at the measured batch
         interval where half the cache holds that, else 1.3 where the cache holds more: a
         record fetched later is in flight when its batch needs it (at 50 ms and a 10%
-        cache, half the cache gave 3 batches, 45 ms; 5 halved the waits, +3.5% samples/s
-        in four paired runs); the rest of the window, the sweep's period P, is as long as the cache
+        cache, half the cache gave 3 batches, 45 ms; 5 halved the waits, +3.5-5% samples/s
+        in paired runs); the rest of the window, the sweep's period P, is as long as the cache
         holds (`jaxload.storage.sweep`), and at most the batches that read the dataset's
         bytes twice: a longer sweep saves no bytes (a cache that large keeps what passes),
         and planning that far ahead cost a cache larger than a small dataset a second of
@@ -537,7 +520,7 @@ class RemoteStore:
         interval = batch_interval_s if batch_interval_s else 0.01
         latencies = self.latency_s / max(interval, 1e-3)  # in batches
         roomy = min(math.ceil(3 * latencies) + 1, int(fits) // 2)
-        lead = max(1, roomy, min(math.ceil(1.3 * latencies), int(fits) - 1))
+        lead = min(max(1, roomy, min(math.ceil(1.3 * latencies), int(fits) - 1)), 512)
         if self.options.lookahead is not None:
             window = max(1, int(self.options.lookahead))
             return min(lead, max(1, window // 2)), window
