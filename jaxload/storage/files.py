@@ -26,7 +26,7 @@ from jaxload.format import layout
 from jaxload.format.layout import read_info
 from jaxload.format.reader import DatasetFiles, ShardReaders, read_episodes
 from jaxload.storage.remote import RemoteOptions, RemoteStore
-from jaxload.storage.retry import MISSING, RemoteError, RetryPolicy, call_with_retries
+from jaxload.storage.retry import MISSING, RemoteError, call_with_retries
 from jaxload.storage.urls import filesystem, is_url, join
 
 # meta/ files a reader needs (stats and speed buckets are optional).
@@ -103,7 +103,7 @@ def read_meta_file(url: str, relative: str, storage_options: Mapping[str, Any] |
 def mirror_meta(url: str, storage_options: Mapping[str, Any] | None = None) -> str:
     """A local temporary directory holding the dataset's meta/ files (removed at exit)."""
     fs, root = filesystem(url, storage_options)
-    policy = RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
+    policy = RemoteOptions().retry  # as read_meta_file's
     info = read_meta_file(url, layout.INFO_PATH, storage_options)  # fails fast when absent
     _refuse_lerobot(url, info)
     try:

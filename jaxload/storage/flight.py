@@ -46,9 +46,6 @@ class Flight:
             self._payloads, self._error = payloads, error
             self._done.set()
 
-    def done(self) -> bool:
-        return self._done.is_set()
-
     def result(self, key: Hashable, timeout: float | None = None) -> bytes:
         """The payload of `key` once the flight has ended, or its error."""
         if not self._done.wait(timeout):
