@@ -14,7 +14,7 @@ import numbers
 import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -244,23 +244,16 @@ class JaxloadDataset:
         """The `jaxload.storage.remote.RemoteStore` of a dataset opened from a URL, else None."""
         return getattr(self._readers, "store", None)
 
+    def plan_read(self, positions: Sequence[int]) -> ReadPlan:
+        """What reading `positions` reads, worked out once: `jaxload.storage.prefetch`
+        plans a batch's reads ahead (`ReadPlan.record_keys`) and hands the plan to
+        `read_encoded` when the batch is read, instead of working it out twice."""
+        checked = self._check_positions(positions)
+        return ReadPlan(checked, self._requests(checked))
+
     def record_keys(self, positions: Sequence[int]) -> np.ndarray:
-        """The (shard, record) pairs, shape (n, 2), that reading `positions` reads (what
-        `jaxload.storage.prefetch` fetches ahead)."""
-        requests = self._requests(self._check_positions(positions))[0]
-        if not requests:
-            return np.zeros((0, 2), np.int64)
-        # One int64 per pair (records of a shard < 2**40): a 1-D unique, several times
-        # faster than np.unique(axis=0).
-        packed = np.unique(
-            np.concatenate(
-                [
-                    (np.asarray(shard, np.int64) << 40 | np.asarray(record, np.int64)).reshape(-1)
-                    for shard, record in requests.values()
-                ]
-            )
-        )
-        return np.stack([packed >> 40, packed & ((1 << 40) - 1)], -1)
+        """The (shard, record) pairs, shape (n, 2), that reading `positions` reads."""
+        return self.plan_read(positions).record_keys()
 
     def _requests(self, positions: np.ndarray) -> tuple[dict, np.ndarray, dict, dict, dict]:
         """(record requests, episode rows, frames needed per key, pads, camera-local
@@ -291,16 +284,20 @@ class JaxloadDataset:
         return requests, ep, needed, pads, local_frames
 
     def read_encoded(
-        self, positions: Sequence[int]
+        self, positions: Sequence[int], plan: ReadPlan | None = None
     ) -> tuple[list[Sample], dict[str, EncodedFrames]]:
         """Samples without their camera keys, plus each camera's frames still compressed.
 
         `EncodedFrames.decode(device)` yields (B, T, H, W, 3) frames; a one-frame camera
         window (and a camera without window) is squeezed to (H, W, 3) per sample, as
-        LeRobot does. This split lets the training process decode on its GPU.
+        LeRobot does. This split lets the training process decode on its GPU. `plan`:
+        `plan_read` of the same positions, made earlier (used only if it is theirs).
         """
         positions = self._check_positions(positions)
-        requests, ep, needed, pads, local_frames = self._requests(positions)
+        if plan is not None and np.array_equal(plan.positions, positions):
+            requests, ep, needed, pads, local_frames = plan.parts
+        else:
+            requests, ep, needed, pads, local_frames = self._requests(positions)
         records, slots = self._readers.read_requests(requests)
 
         videos = {}
@@ -469,6 +466,30 @@ def _some(episodes: np.ndarray, limit: int = 8) -> str:
 def _init_key(camera: str) -> tuple[str, str]:
     """Request key of a camera's init segment (a tuple: no feature name can equal it)."""
     return ("init", camera)
+
+
+class ReadPlan(NamedTuple):
+    """`JaxloadDataset.plan_read`: checked positions and what reading them reads."""
+
+    positions: np.ndarray
+    parts: tuple[dict, np.ndarray, dict, dict, dict]  # JaxloadDataset._requests
+
+    def record_keys(self) -> np.ndarray:
+        """The (shard, record) pairs read, sorted and unique, shape (n, 2)."""
+        requests = self.parts[0]
+        if not requests:
+            return np.zeros((0, 2), np.int64)
+        # One int64 per pair (records of a shard < 2**40): a 1-D unique, several times
+        # faster than np.unique(axis=0).
+        packed = np.unique(
+            np.concatenate(
+                [
+                    (np.asarray(shard, np.int64) << 40 | np.asarray(record, np.int64)).reshape(-1)
+                    for shard, record in requests.values()
+                ]
+            )
+        )
+        return np.stack([packed >> 40, packed & ((1 << 40) - 1)], -1)
 
 
 class _FrameRows:

@@ -630,12 +630,84 @@ def test_a_cache_that_fails_to_store_a_record_neither_hangs_nor_changes_a_read(
     store = _remote(clean).remote_store
     want = _remote(clean).remote_store.read(0, [1, 2, 3])
 
-    def broken(key, data):
+    def broken(records):
         raise MemoryError("no room")
 
-    monkeypatch.setattr(store.cache, "put", broken)
+    monkeypatch.setattr(store.cache, "put_many", broken)
     with caplog.at_level("WARNING", logger="jaxload.storage"):
         assert _within(30, lambda: store.read(0, [1, 2, 3])) == want
         assert _within(30, lambda: store.read(0, [1, 2, 3])) == want  # fetched again
     assert not store._inflight
     assert sum("cannot cache records" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_cache_matches_a_plain_model_of_furthest_next_use_through_random_operations():
+    # The cache keeps its order in a heap and a queue of lazily invalidated entries; a
+    # model that searches every record at each eviction must agree with it on what is
+    # kept, what is counted, and what is returned, whichever way records are read.
+    rng = np.random.default_rng(7)
+
+    class Model:
+        def __init__(self, budget):
+            self.budget, self.data, self.uses, self.touched, self.clock = budget, {}, {}, {}, 0
+            self.early = 0
+
+        def touch(self, key):
+            self.clock += 1
+            self.touched[key] = self.clock
+
+        def next_use(self, key):
+            return self.uses[key][0] if self.uses.get(key) else 1 << 62
+
+        def plan(self, key, batch):
+            uses = self.uses.setdefault(key, [])
+            if not uses and key in self.data:
+                self.touch(key)
+            if not uses or uses[-1] != batch:
+                uses.append(batch)
+
+        def get(self, key, batch):
+            uses = self.uses.get(key, [])
+            while uses and uses[0] <= batch:
+                uses.pop(0)
+            if key in self.data:
+                self.touch(key)
+                return self.data[key]
+            return None
+
+        def put(self, key, payload):
+            if key in self.data:
+                return
+            self.data[key] = payload
+            self.touch(key)
+            while sum(map(len, self.data.values())) > self.budget:
+                victim = max(self.data, key=lambda k: (self.next_use(k), -self.touched[k]))
+                del self.data[victim]
+                self.early += bool(self.uses.get(victim))
+
+    cache, model = RecordCache(budget_bytes=60), Model(60)
+    batch = 0
+    for _ in range(3000):
+        op = rng.integers(4)
+        keys = [(int(rng.integers(2)), int(r)) for r in rng.integers(0, 30, rng.integers(1, 6))]
+        if op == 0:
+            batch += int(rng.integers(0, 2))  # planned in increasing order, as the loader does
+            cache.plan_many(keys, batch)
+            for key in keys:
+                model.plan(key, batch)
+        elif op == 1:
+            read = int(rng.integers(max(0, batch - 3), batch + 1))
+            assert cache.get_many(keys, read) == [model.get(k, read) for k in keys]
+        elif op == 2:
+            read = int(rng.integers(max(0, batch - 3), batch + 1))
+            assert [cache.get(k, read) for k in keys] == [model.get(k, read) for k in keys]
+        else:
+            for key in keys:
+                payload = bytes([key[1]]) * int(rng.integers(5, 15))
+                cache.put(key, payload)
+                model.put(key, payload)
+        assert all(k in cache for k in model.data) and len(cache) == len(model.data)
+        assert cache.early_evictions == model.early
+        assert cache.planned_bytes == sum(
+            len(v) for k, v in model.data.items() if model.uses.get(k)
+        )

@@ -55,9 +55,12 @@ def chunk_end(chunk_begin: int, data_size: int, num_records: int) -> int:
     )
 
 
-def strip_block_headers(data: bytes | memoryview, begin: int) -> bytes:
-    """The bytes of `data` (which starts at file position `begin`) without block headers."""
+def strip_block_headers(data: bytes | memoryview, begin: int) -> bytes | memoryview:
+    """The bytes of `data` (which starts at file position `begin`) without block headers
+    (`data` itself when none lies inside it, as for most records)."""
     view = memoryview(data)
+    if begin % BLOCK_SIZE and (begin + len(view) - 1) // BLOCK_SIZE == begin // BLOCK_SIZE:
+        return view
     parts, pos, end = [], begin, begin + len(view)
     while pos < end:
         if pos % BLOCK_SIZE == 0:  # a block header starts here

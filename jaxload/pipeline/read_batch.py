@@ -119,6 +119,10 @@ class ReadBatch(grain.transforms.Map):
         """(dataset index, dataset position) of each of this host's rows of batch k."""
         return self.stream.locate(self.positions(k))
 
+    def planned_read(self, k: int, d: int) -> Any:
+        """Dataset d's `plan_read` for batch k if one was made ahead (the lookahead's)."""
+        return None
+
     def map(self, k: int) -> Batch:
         if not self.output_to_shared_memory:
             return self._read(k, None)
@@ -145,7 +149,8 @@ class ReadBatch(grain.transforms.Map):
         for d in np.unique(dataset_ids):
             where = np.flatnonzero(dataset_ids == d)
             if hasattr(self.datasets[d], "read_encoded"):
-                got, encoded = self.datasets[d].read_encoded(ds_positions[where].tolist())
+                plan = self.planned_read(k, int(d))
+                got, encoded = self.datasets[d].read_encoded(ds_positions[where], plan)
                 for raw_key, video in encoded.items():
                     key = rename_key(raw_key, self.schema.key_maps[d])
                     videos.setdefault(key, []).append((where, video))

@@ -153,16 +153,23 @@ def _remove_orphans(root: str | os.PathLike, pattern: re.Pattern) -> None:
 
 class RecordCache:
     """Thread-safe map key -> bytes under `budget_bytes`, evicting by furthest next use;
-    in memory, or in files under `directory`."""
+    in memory, or in files under `directory`.
+
+    Bookkeeping, per record: its planned uses (an int, or a deque when several batches
+    read it), and one live entry, in a heap by next use or, once no planned batch reads
+    it (most records, after their one read), in a queue in the order they were last
+    touched: those go first, least recently touched first. A touch adds a new entry and
+    leaves the old one stale (skipped, and dropped now and then)."""
 
     def __init__(self, budget_bytes: int, directory: str | os.PathLike | None = None):
         self.budget_bytes = int(budget_bytes)
         self._data: MemoryPayloads | DiskPayloads = (
             MemoryPayloads() if directory is None else DiskPayloads(directory)
         )
-        self._uses: dict[Hashable, collections.deque[int]] = {}
+        self._uses: dict[Hashable, int | collections.deque[int]] = {}
         self._heap: list[tuple[int, int, Hashable]] = []  # (-next use, seq, key)
-        self._entry: dict[Hashable, int] = {}  # key -> seq of its live heap entry
+        self._unplanned: collections.deque[tuple[int, Hashable]] = collections.deque()
+        self._entry: dict[Hashable, int] = {}  # key -> seq of its live entry
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self.bytes = 0
@@ -186,21 +193,26 @@ class RecordCache:
     def plan_many(self, keys: Iterable[Hashable], batch: int) -> None:
         """Batch `batch` will read each of `keys`."""
         with self._lock:
+            uses_of, data = self._uses, self._data
             for key in keys:
-                uses = self._uses.get(key)
+                uses = uses_of.get(key)
                 if uses is None:
-                    uses = self._uses[key] = collections.deque()
-                    if key in self._data:
-                        self.planned_bytes += self._data.size(key)
-                if not uses or uses[-1] != batch:
+                    uses_of[key] = batch
+                    if key in data:  # was unplanned: now read next by `batch`
+                        self.planned_bytes += data.size(key)
+                        self._push(key)
+                elif type(uses) is int:
+                    if uses != batch:
+                        uses_of[key] = collections.deque((uses, batch))
+                elif uses[-1] != batch:
                     uses.append(batch)
-                if key in self._data and uses[0] == batch:
-                    self._push(key)
             self._peak_planned = max(self._peak_planned, self.planned_bytes)
 
     def next_use(self, key: Hashable) -> int:
         uses = self._uses.get(key)
-        return uses[0] if uses else NEVER
+        if uses is None:
+            return NEVER
+        return uses if type(uses) is int else uses[0]
 
     def get(self, key: Hashable, batch: int | None = None) -> bytes | None:
         """The cached bytes or None; counts a hit or a miss. `batch`: the batch reading it
@@ -231,7 +243,41 @@ class RecordCache:
         if isinstance(self._data, DiskPayloads):
             return [self.get(key, batch) for key in keys]
         with self._lock:
-            return [self._get(key, batch) for key in keys]
+            return self._get_many_in_memory(keys, batch)
+
+    def _get_many_in_memory(
+        self, keys: Sequence[Hashable], batch: int | None
+    ) -> list[bytes | None]:
+        """`_get` of each key, inlined (`_consume`, `_push`): a batch reads ~100 records,
+        under the GIL, which the other readers' decoders wait for."""
+        data, uses_of, entry, seq = self._data, self._uses, self._entry, self._seq
+        heap, unplanned = self._heap, self._unplanned
+        out: list[bytes | None] = []
+        for key in keys:
+            payload = data.get(key)
+            uses = uses_of.get(key)
+            if uses is not None and batch is not None:
+                if type(uses) is not int:
+                    while uses and uses[0] <= batch:
+                        uses.popleft()
+                if (uses <= batch) if type(uses) is int else not uses:
+                    del uses_of[key]
+                    uses = None
+                    if payload is not None:
+                        self.planned_bytes -= len(payload)
+            out.append(payload)
+            if payload is not None:
+                entry[key] = n = next(seq)
+                if uses is None:
+                    unplanned.append((n, key))
+                else:
+                    heapq.heappush(heap, (-(uses if type(uses) is int else uses[0]), n, key))
+        found = len(out) - out.count(None)
+        self.hits += found
+        self.misses += len(out) - found
+        if len(heap) + len(unplanned) > 2 * len(entry) + 1024:
+            self._compact()
+        return out
 
     def peek(self, key: Hashable) -> bytes | None:
         """The cached bytes or None, without counting a hit or a miss."""
@@ -243,6 +289,7 @@ class RecordCache:
         with self._lock:
             self._data.close()
             self._heap.clear()
+            self._unplanned.clear()
             self._entry.clear()
             self.bytes = self.planned_bytes = self._peak_planned = 0
 
@@ -257,26 +304,42 @@ class RecordCache:
         """Stores `data`, then evicts the furthest-next-use entries (maybe this one) until
         the cache fits its budget."""
         with self._lock:
-            if key in self._data:
-                return
-            self._data[key] = data
-            self.bytes += len(data)
-            if key in self._uses:
-                self.planned_bytes += len(data)
-            self._push(key)
-            while self.bytes > self.budget_bytes and self._heap:
+            self._put(key, data)
+
+    def put_many(self, items: Iterable[tuple[Hashable, bytes]]) -> None:
+        """`put` of each (key, data), under one lock in memory (files: one lock each)."""
+        if isinstance(self._data, DiskPayloads):
+            for key, data in items:
+                self.put(key, data)
+            return
+        with self._lock:
+            for key, data in items:
+                self._put(key, data)
+
+    def _put(self, key: Hashable, data: bytes) -> None:
+        if key in self._data:
+            return
+        self._data[key] = data
+        self.bytes += len(data)
+        if key in self._uses:
+            self.planned_bytes += len(data)
+        self._push(key)
+        while self.bytes > self.budget_bytes and (self._unplanned or self._heap):
+            if self._unplanned:  # never read again: first, least recently touched first
+                seq, victim = self._unplanned.popleft()
+            else:
                 _, seq, victim = heapq.heappop(self._heap)
-                if self._entry.get(victim) != seq:
-                    continue  # stale: the key was re-prioritised or evicted since
-                del self._entry[victim]
-                size = self._data.size(victim)
-                self.bytes -= size
-                self._data.pop(victim)
-                self.evictions += 1
-                if victim in self._uses:
-                    self.planned_bytes -= size
-                    self.early_evictions += 1
-            self._peak_planned = max(self._peak_planned, self.planned_bytes)
+            if self._entry.get(victim) != seq:
+                continue  # stale: the key was touched or evicted since
+            del self._entry[victim]
+            size = self._data.size(victim)
+            self.bytes -= size
+            self._data.pop(victim)
+            self.evictions += 1
+            if victim in self._uses:
+                self.planned_bytes -= size
+                self.early_evictions += 1
+        self._peak_planned = max(self._peak_planned, self.planned_bytes)
 
     def room(self) -> int:
         """Bytes that can be put without evicting anything."""
@@ -290,22 +353,37 @@ class RecordCache:
 
     def _consume(self, key: Hashable, batch: int) -> None:
         uses = self._uses.get(key)
-        while uses and uses[0] <= batch:
-            uses.popleft()
-        if uses is not None and not uses:
+        if uses is None:
+            return
+        if type(uses) is int:
+            done = uses <= batch
+        else:
+            while uses and uses[0] <= batch:
+                uses.popleft()
+            done = not uses
+        if done:
             del self._uses[key]
             if key in self._data:
                 self.planned_bytes -= self._data.size(key)
 
     def _push(self, key: Hashable) -> None:
-        # Among records with the same next use (NEVER included), the least recently
-        # touched is evicted first: seq grows with every touch.
+        """A new live entry for `key` at its next use (its old entry goes stale)."""
         seq = next(self._seq)
         self._entry[key] = seq
-        heapq.heappush(self._heap, (-self.next_use(key), seq, key))
-        if len(self._heap) > 4 * len(self._entry) + 1024:  # drop stale entries now and then
-            self._heap = [e for e in self._heap if self._entry.get(e[2]) == e[1]]
-            heapq.heapify(self._heap)
+        next_use = self.next_use(key)
+        if next_use == NEVER:
+            self._unplanned.append((seq, key))
+        else:
+            heapq.heappush(self._heap, (-next_use, seq, key))
+        if len(self._heap) + len(self._unplanned) > 2 * len(self._entry) + 1024:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drops stale entries (now and then: each touch adds a new one)."""
+        live = self._entry
+        self._heap = [e for e in self._heap if live.get(e[2]) == e[1]]
+        heapq.heapify(self._heap)
+        self._unplanned = collections.deque(e for e in self._unplanned if live.get(e[1]) == e[0])
 
     def stats(self) -> dict[str, Any]:
         total = self.hits + self.misses

@@ -52,6 +52,7 @@ class Lookahead:
         self._batch_bytes: float | None = None  # stored bytes a batch reads (measured)
         self._due: list[tuple[int, int, int, list[tuple[int, int]]]] = []  # (at, seq, d, keys)
         self.located: dict[int, tuple[Any, Any]] = {}  # batch -> stream.locate, planned ahead
+        self.plans: dict[tuple[int, int], Any] = {}  # (batch, dataset) -> its plan_read
         self._seq = itertools.count()
         # Each store's generation when this pipeline began (id(store) -> generation): once
         # a store is closed (loader.close()), this pipeline's threads stop fetching.
@@ -95,8 +96,11 @@ class Lookahead:
                 self._planned_to = k - self.step  # (re)start planning at k
                 self._due.clear()
                 self.located.clear()
-            elif len(self.located) > 2 * MAX_DEPTH:  # planned batches another reader took
+                self.plans.clear()
+            elif max(len(self.located), len(self.plans) // len(stores)) > 2 * MAX_DEPTH:
+                # planned batches another reader took
                 self.located = {j: v for j, v in self.located.items() if j >= k}
+                self.plans = {jd: v for jd, v in self.plans.items() if jd[0] >= k}
             if self._batch_bytes is None:  # first batch: measure what one batch reads
                 lead, period, horizon = 0, 1, k
             else:
@@ -124,22 +128,23 @@ class Lookahead:
                 mine = positions[dataset_ids == d]
                 if not len(mine):
                     continue
-                keys = self.read_batch.datasets[d].record_keys(mine.tolist())  # sorted, unique
+                plan = self.plans[(j, d)] = self.read_batch.datasets[d].plan_read(mine)
+                keys = plan.record_keys()  # sorted, unique
                 store.load_offsets(np.unique(keys[:, 0]).tolist())
                 phases, nbytes = store.place(keys)
                 sizes += float(nbytes.sum())
                 # One heap entry per fetch time, holding the keys due then.
                 times = _fetch_time(j, lead, period, phases)
                 order = np.argsort(times, kind="stable")
-                times, keys = times[order].tolist(), keys[order]
+                times, keys = times[order], keys[order]
                 pairs = list(zip(keys[:, 0].tolist(), keys[:, 1].tolist(), strict=True))
                 store.cache.plan_many(pairs, j)
-                begin = 0
-                for end in range(1, len(pairs) + 1):
-                    if end == len(pairs) or times[end] != times[begin]:
-                        entry = (times[begin], next(self._seq), d, pairs[begin:end])
-                        heapq.heappush(self._due, entry)
-                        begin = end
+                if not pairs:
+                    continue
+                cuts = [0, *(np.flatnonzero(np.diff(times)) + 1).tolist(), len(pairs)]
+                for begin, end in itertools.pairwise(cuts):
+                    entry = (int(times[begin]), next(self._seq), d, pairs[begin:end])
+                    heapq.heappush(self._due, entry)
         if batches:
             self._batch_bytes = max(self._batch_bytes or 1.0, sizes / len(batches))
 
@@ -188,6 +193,9 @@ class LookaheadMixin:
     def locate(self, k: int) -> Any:
         found = self.lookahead.located.pop(int(k), None)  # computed when k was planned
         return found if found is not None else super().locate(k)  # type: ignore[misc]
+
+    def planned_read(self, k: int, d: int) -> Any:
+        return self.lookahead.plans.pop((int(k), d), None)
 
     def map(self, k: int) -> Any:
         if self.lookahead.read_batch is None:  # unpickled in a worker process

@@ -236,6 +236,8 @@ class RemoteStore:
 
     def load_offsets(self, shards: Iterable[int]) -> None:
         """Fetches the offset indexes of `shards` not loaded yet, concurrently."""
+        if len(self._offsets) == self.info.num_shards:
+            return  # all loaded: the usual case, once per batch
         missing = sorted({int(s) for s in shards} - self._offsets.keys())
         if not self._checked_version and missing:
             self.check_version()
@@ -394,9 +396,8 @@ class RemoteStore:
             with self._lock:
                 mine = [k for k in keys if self._inflight.get(k) is flight]
                 self._counts["records_fetched"] += len(payloads)
-            for key in mine:  # cached before leaving the flight: a reader finds it in one
-                if key in payloads:
-                    self._keep(key, payloads[key])
+            # cached before leaving the flight: a reader finds it in one
+            self._keep([(key, payloads[key]) for key in mine if key in payloads])
         finally:  # whatever happened, no reader waits on this flight for ever
             with self._lock:
                 for key in keys:
@@ -432,12 +433,12 @@ class RemoteStore:
             error = e
         self._land(request, payloads, error)
 
-    def _keep(self, key: Key, payload: bytes) -> None:
-        """Caches a verified record; a cache that cannot store it (a full disk under
-        `cache_dir`) is said once and the read goes on without it: the reader waiting for
-        the record still gets it."""
+    def _keep(self, records: list[tuple[Key, bytes]]) -> None:
+        """Caches verified records; a cache that cannot store them (a full disk under
+        `cache_dir`) is said once and the read goes on without them: the readers waiting
+        for the records still get them."""
         try:
-            self.cache.put(key, payload)
+            self.cache.put_many(records)
         except Exception as e:  # OSError, MemoryError, ...
             if not self._cache_failed:
                 self._cache_failed = True
@@ -450,13 +451,13 @@ class RemoteStore:
                 )
 
     def _verify(self, shard: int, record: int, chunk: memoryview, begin: int) -> bytes:
-        where = f"{join(self.url, layout.shard_path(shard))}: record {record}"
         try:
-            stored = chunks.decode_chunk(chunk, begin, where)
+            stored = chunks.decode_chunk(chunk, begin)
             payload = layout.unseal_record(stored, self.info.record_seed, shard, record)
         except CorruptRecordError:
             payload = None
         if payload is None:
+            where = f"{join(self.url, layout.shard_path(shard))}: record {record}"
             self.check_version()  # another dataset there now: DatasetChangedError
             what = f" ({self.describe(shard, record)})" if self.describe else ""
             raise CorruptRecordError(
