@@ -69,6 +69,26 @@ def test_probe_decode_runs_the_reader_path_on_cpu(dataset):
     assert probe_torchcodec_cuda(str(dataset), "observation.images.top") is False  # no GPU here
 
 
+def test_a_read_plan_is_used_only_for_its_own_positions(dataset):
+    # The lookahead plans a batch's reads ahead and hands the plan to the read; a plan of
+    # other positions (a stale one) must not change what is read.
+    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
+    positions, other = [3, 40, 13], [4, 41, 14]
+
+    def decoded(*args, **kwargs):
+        bare, videos = ds.read_encoded(*args, **kwargs)
+        return [s["frame_index"] for s in bare], {k: v.decode() for k, v in videos.items()}
+
+    want = decoded(positions)
+    for plan in (ds.plan_read(positions), ds.plan_read(other)):
+        got = decoded(positions, plan=plan)
+        assert got[0] == want[0]
+        for cam in want[1]:
+            np.testing.assert_array_equal(got[1][cam], want[1][cam])
+    keys = ds.plan_read(positions).record_keys()
+    assert keys.shape[1] == 2 and (np.diff(keys[:, 0] << 40 | keys[:, 1]) > 0).all()
+
+
 def test_select_keeps_only_the_rows_gops(dataset):
     ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
     _, videos = ds.read_encoded([0, 1, 40, 41])

@@ -641,16 +641,21 @@ def test_a_cache_that_fails_to_store_a_record_neither_hangs_nor_changes_a_read(
     assert sum("cannot cache records" in r.getMessage() for r in caplog.records) == 1
 
 
-def test_cache_matches_a_plain_model_of_furthest_next_use_through_random_operations():
-    # The cache keeps its order in a heap and a queue of lazily invalidated entries; a
-    # model that searches every record at each eviction must agree with it on what is
-    # kept, what is counted, and what is returned, whichever way records are read.
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "disk"])
+def test_cache_matches_a_plain_model_of_furthest_next_use_through_random_operations(
+    on_disk, tmp_path, monkeypatch
+):
+    # The cache keeps its order in a heap and a queue of lazily invalidated entries, dropped
+    # now and then (here often: a small slack); a model that searches every record at each
+    # eviction must agree with it on what is kept, counted and returned, whichever way
+    # records are read and stored.
+    monkeypatch.setattr(RecordCache, "COMPACT_SLACK", 8)
     rng = np.random.default_rng(7)
 
     class Model:
         def __init__(self, budget):
             self.budget, self.data, self.uses, self.touched, self.clock = budget, {}, {}, {}, 0
-            self.early = 0
+            self.early = self.hits = self.misses = self.evictions = 0
 
         def touch(self, key):
             self.clock += 1
@@ -672,7 +677,9 @@ def test_cache_matches_a_plain_model_of_furthest_next_use_through_random_operati
                 uses.pop(0)
             if key in self.data:
                 self.touch(key)
+                self.hits += 1
                 return self.data[key]
+            self.misses += 1
             return None
 
         def put(self, key, payload):
@@ -683,31 +690,45 @@ def test_cache_matches_a_plain_model_of_furthest_next_use_through_random_operati
             while sum(map(len, self.data.values())) > self.budget:
                 victim = max(self.data, key=lambda k: (self.next_use(k), -self.touched[k]))
                 del self.data[victim]
+                self.evictions += 1
                 self.early += bool(self.uses.get(victim))
 
-    cache, model = RecordCache(budget_bytes=60), Model(60)
-    batch = 0
-    for _ in range(3000):
-        op = rng.integers(4)
+    cache = RecordCache(budget_bytes=60, directory=tmp_path / "cache" if on_disk else None)
+    model, batch, compactions = Model(60), 0, 0
+    compact = RecordCache._compact
+
+    def counted(self):
+        nonlocal compactions
+        compactions += 1
+        compact(self)
+
+    monkeypatch.setattr(RecordCache, "_compact", counted)
+    for _ in range(4000):
+        op = rng.integers(5)
         keys = [(int(rng.integers(2)), int(r)) for r in rng.integers(0, 30, rng.integers(1, 6))]
         if op == 0:
             batch += int(rng.integers(0, 2))  # planned in increasing order, as the loader does
             cache.plan_many(keys, batch)
             for key in keys:
                 model.plan(key, batch)
-        elif op == 1:
+        elif op in (1, 2):
             read = int(rng.integers(max(0, batch - 3), batch + 1))
-            assert cache.get_many(keys, read) == [model.get(k, read) for k in keys]
-        elif op == 2:
-            read = int(rng.integers(max(0, batch - 3), batch + 1))
-            assert [cache.get(k, read) for k in keys] == [model.get(k, read) for k in keys]
+            got = cache.get_many(keys, read) if op == 1 else [cache.get(k, read) for k in keys]
+            assert got == [model.get(k, read) for k in keys]
         else:
-            for key in keys:
-                payload = bytes([key[1]]) * int(rng.integers(5, 15))
-                cache.put(key, payload)
+            items = [(k, bytes([k[1]]) * int(rng.integers(5, 15))) for k in keys]
+            if op == 3:
+                cache.put_many(items)
+            else:
+                for key, payload in items:
+                    cache.put(key, payload)
+            for key, payload in items:
                 model.put(key, payload)
         assert all(k in cache for k in model.data) and len(cache) == len(model.data)
-        assert cache.early_evictions == model.early
         assert cache.planned_bytes == sum(
             len(v) for k, v in model.data.items() if model.uses.get(k)
         )
+        stats = cache.stats()
+        assert (stats["cache_hits"], stats["cache_misses"]) == (model.hits, model.misses)
+        assert (cache.evictions, cache.early_evictions) == (model.evictions, model.early)
+    assert compactions > 10

@@ -149,8 +149,13 @@ class ReadBatch(grain.transforms.Map):
         for d in np.unique(dataset_ids):
             where = np.flatnonzero(dataset_ids == d)
             if hasattr(self.datasets[d], "read_encoded"):
-                plan = self.planned_read(k, int(d))
-                got, encoded = self.datasets[d].read_encoded(ds_positions[where], plan)
+                mine, plan = ds_positions[where].tolist(), self.planned_read(k, int(d))
+                dataset = self.datasets[d]
+                got, encoded = (
+                    dataset.read_encoded(mine)
+                    if plan is None
+                    else dataset.read_encoded(mine, plan=plan)
+                )
                 for raw_key, video in encoded.items():
                     key = rename_key(raw_key, self.schema.key_maps[d])
                     videos.setdefault(key, []).append((where, video))

@@ -161,6 +161,8 @@ class RecordCache:
     touched: those go first, least recently touched first. A touch adds a new entry and
     leaves the old one stale (skipped, and dropped now and then)."""
 
+    COMPACT_SLACK = 1024  # stale entries tolerated beyond one per live record
+
     def __init__(self, budget_bytes: int, directory: str | os.PathLike | None = None):
         self.budget_bytes = int(budget_bytes)
         self._data: MemoryPayloads | DiskPayloads = (
@@ -275,7 +277,7 @@ class RecordCache:
         found = len(out) - out.count(None)
         self.hits += found
         self.misses += len(out) - found
-        if len(heap) + len(unplanned) > 2 * len(entry) + 1024:
+        if len(heap) + len(unplanned) > 2 * len(entry) + self.COMPACT_SLACK:
             self._compact()
         return out
 
@@ -375,7 +377,7 @@ class RecordCache:
             self._unplanned.append((seq, key))
         else:
             heapq.heappush(self._heap, (-next_use, seq, key))
-        if len(self._heap) + len(self._unplanned) > 2 * len(self._entry) + 1024:
+        if len(self._heap) + len(self._unplanned) > 2 * len(self._entry) + self.COMPACT_SLACK:
             self._compact()
 
     def _compact(self) -> None:

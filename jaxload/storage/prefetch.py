@@ -36,6 +36,9 @@ from jaxload.storage.stats_board import StatsBoard, combine
 
 # The most batches planned ahead, whatever the cache holds.
 MAX_DEPTH = 1024
+# The most read plans kept for the read (`JaxloadDataset.plan_read`; ~100 KB each for 256
+# rows with windows): a long window's later batches work theirs out again when read.
+MAX_PLANS = 64
 
 
 class Lookahead:
@@ -97,10 +100,14 @@ class Lookahead:
                 self._due.clear()
                 self.located.clear()
                 self.plans.clear()
-            elif max(len(self.located), len(self.plans) // len(stores)) > 2 * MAX_DEPTH:
-                # planned batches another reader took
-                self.located = {j: v for j, v in self.located.items() if j >= k}
-                self.plans = {jd: v for jd, v in self.plans.items() if jd[0] >= k}
+            else:  # drop what was planned for batches another reader took, now and then
+                # (list(dict) is one step under the GIL: readers pop entries meanwhile)
+                if len(self.located) > 2 * MAX_DEPTH:
+                    for j in [j for j in list(self.located) if j < k]:
+                        self.located.pop(j, None)
+                if len(self.plans) >= MAX_PLANS:
+                    for jd in [jd for jd in list(self.plans) if jd[0] < k]:
+                        self.plans.pop(jd, None)
             if self._batch_bytes is None:  # first batch: measure what one batch reads
                 lead, period, horizon = 0, 1, k
             else:
@@ -128,7 +135,9 @@ class Lookahead:
                 mine = positions[dataset_ids == d]
                 if not len(mine):
                     continue
-                plan = self.plans[(j, d)] = self.read_batch.datasets[d].plan_read(mine)
+                plan = self.read_batch.datasets[d].plan_read(mine)
+                if len(self.plans) < MAX_PLANS:  # the rest are worked out again when read
+                    self.plans[(j, d)] = plan
                 keys = plan.record_keys()  # sorted, unique
                 store.load_offsets(np.unique(keys[:, 0]).tolist())
                 phases, nbytes = store.place(keys)
