@@ -23,6 +23,7 @@ from jaxload.errors import DatasetError, WindowError
 from jaxload.format import layout
 from jaxload.format.reader import ShardReaders
 from jaxload.metadata import DatasetMetadata, EpisodeTable, shape_dtype_structs
+from jaxload.storage.urls import warn_if_unused
 from jaxload.windows import resolve_delta_timestamps, window_frames
 
 Sample = dict[str, Any]
@@ -411,6 +412,7 @@ def open(
     `speed=True` adds the key "speed": the episode's per-task speed bucket (0, 10, ..., 100,
     see jaxload.stats.speed), computed once per dataset and stored in its metadata.
     """
+    warn_if_unused([path], storage_options, remote)
     return JaxloadDataset(
         path,
         delta_timestamps=delta_timestamps,

@@ -732,3 +732,22 @@ def test_cache_matches_a_plain_model_of_furthest_next_use_through_random_operati
         assert (stats["cache_hits"], stats["cache_misses"]) == (model.hits, model.misses)
         assert (cache.evictions, cache.early_evictions) == (model.evictions, model.early)
     assert compactions > 10
+
+
+def test_remote_options_given_for_a_local_read_are_said_to_be_ignored(converted, caplog):
+    # A config written for a bucket, pointed at a local copy: the options do nothing there,
+    # and the user is told so rather than left to think a cache budget applies.
+    with caplog.at_level(logging.WARNING, logger="jaxload.storage"):
+        jaxload.open(converted)
+        jaxload.make_loader(converted, global_batch_size=4, seed=0).close()
+    assert not caplog.records
+    with caplog.at_level(logging.WARNING, logger="jaxload.storage"):
+        jaxload.open(converted, storage_options={"anon": True})
+        loader = jaxload.make_loader(
+            converted, global_batch_size=4, seed=0, remote=RemoteOptions(cache_bytes=1 << 20)
+        )
+        next(loader)
+        loader.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and all("local read ignores them" in m for m in said)
+    assert "storage_options" in said[0] and "remote" in said[1] and str(converted) in said[1]

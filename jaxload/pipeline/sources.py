@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jaxload.errors import WindowError
+from jaxload.storage.urls import warn_if_unused
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,12 +136,16 @@ def as_sources(
 def open_sources(sources: Sequence[DatasetSource], remote: Any = None) -> list[Any]:
     """The dataset of each source (opened where it is a path or URL; `remote`: the
     `jaxload.RemoteOptions` of URLs)."""
-    from jaxload.dataset import open as open_dataset
+    from jaxload.dataset import JaxloadDataset
 
+    paths = [s.path for s in sources if not is_dataset(s.path)]
+    if paths:
+        options = next((s.storage_options for s in sources if s.storage_options), None)
+        warn_if_unused(paths, options, remote)
     return [
         s.path
         if is_dataset(s.path)
-        else open_dataset(
+        else JaxloadDataset(
             s.path,
             delta_timestamps=s.delta_timestamps,
             episodes=s.episodes,

@@ -11,8 +11,9 @@ credential files the clients read) or `storage_options`, passed to the filesyste
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jaxload.errors import DatasetError
@@ -28,6 +29,20 @@ def is_url(path: Any) -> bool:
         return False
     scheme, sep, _ = path.partition("://")
     return bool(sep) and scheme.lower() in SCHEMES
+
+
+def warn_if_unused(paths: Iterable[Any], storage_options: Any, remote: Any) -> None:
+    """Warns when `storage_options` or `remote` were given but none of `paths` is a URL:
+    they apply to URLs only, and a local read ignores them (e.g. a config written for a
+    bucket, pointed at a local copy)."""
+    given = [name for name, v in (("storage_options", storage_options), ("remote", remote)) if v]
+    if given and not any(is_url(p) for p in paths):
+        logging.getLogger("jaxload.storage").warning(
+            "%s: %s apply to dataset URLs (s3://, gs://, hf://, https://) only; this local "
+            "read ignores them",
+            ", ".join(str(p) for p in paths),
+            " and ".join(given),
+        )
 
 
 def join(root: str, relative: str) -> str:
