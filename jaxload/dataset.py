@@ -21,7 +21,7 @@ import numpy as np
 from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.errors import DatasetError, WindowError
 from jaxload.format import layout
-from jaxload.format.reader import ShardReaders
+from jaxload.format.reader import ShardReaders, unique_pairs
 from jaxload.metadata import DatasetMetadata, EpisodeTable, shape_dtype_structs
 from jaxload.storage.urls import warn_if_unused
 from jaxload.windows import resolve_delta_timestamps, window_frames
@@ -478,20 +478,7 @@ class ReadPlan(NamedTuple):
 
     def record_keys(self) -> np.ndarray:
         """The (shard, record) pairs read, sorted and unique, shape (n, 2)."""
-        requests = self.parts[0]
-        if not requests:
-            return np.zeros((0, 2), np.int64)
-        # One int64 per pair (records of a shard < 2**40): a 1-D unique, several times
-        # faster than np.unique(axis=0).
-        packed = np.unique(
-            np.concatenate(
-                [
-                    (np.asarray(shard, np.int64) << 40 | np.asarray(record, np.int64)).reshape(-1)
-                    for shard, record in requests.values()
-                ]
-            )
-        )
-        return np.stack([packed >> 40, packed & ((1 << 40) - 1)], -1)
+        return unique_pairs(self.parts[0])[0]
 
 
 class _FrameRows:

@@ -385,19 +385,13 @@ class ShardReaders:
         unique records and, per key, an array of the request's shape holding each (shard,
         record)'s position in that list.
         """
-        shapes, pairs = {}, []
-        for key, (shard, record) in requests.items():
-            shard, record = np.broadcast_arrays(shard, record)
-            shapes[key] = record.shape
-            pairs.append(np.stack([shard.ravel(), record.ravel()], axis=1))
-        unique, inverse = np.unique(np.concatenate(pairs), axis=0, return_inverse=True)
+        unique, inverse, shapes = unique_pairs(requests)
         records: list[bytes] = [b""] * len(unique)
         for shard in np.unique(unique[:, 0]):
             rows = np.flatnonzero(unique[:, 0] == shard)
             for row, data in zip(rows, self.read(int(shard), unique[rows, 1]), strict=True):
                 records[row] = data
         slots, start = {}, 0
-        inverse = inverse.reshape(-1)
         for key, shape in shapes.items():
             size = int(np.prod(shape))
             slots[key] = inverse[start : start + size].reshape(shape)
@@ -492,3 +486,24 @@ class DatasetFiles:
         starts = self.episodes.segment_starts[camera][row]
         end = starts[segment + 1] if segment + 1 < len(starts) else self.episodes.length[row]
         return int(end - starts[segment])
+
+
+def unique_pairs(
+    requests: Mapping[Any, tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray, dict[Any, tuple[int, ...]]]:
+    """The (shard, record) pairs `requests` name (a key -> (shard, record) arrays,
+    broadcast together), sorted and unique, shape (n, 2); each requested pair's row in them
+    (flat, the requests in order); and each request's shape."""
+    shapes, packed = {}, []
+    for key, (shard, record) in requests.items():
+        shard, record = np.broadcast_arrays(
+            np.asarray(shard, np.int64), np.asarray(record, np.int64)
+        )
+        shapes[key] = record.shape
+        # One int64 per pair (records of a shard < 2**40): a 1-D unique, several times
+        # faster than np.unique(axis=0), in the same order.
+        packed.append((shard << 40 | record).reshape(-1))
+    if not packed:
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.int64), shapes
+    unique, inverse = np.unique(np.concatenate(packed), return_inverse=True)
+    return np.stack([unique >> 40, unique & ((1 << 40) - 1)], -1), inverse.reshape(-1), shapes
