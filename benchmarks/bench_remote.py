@@ -129,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     server = S3Server.start(latency_s=args.latency_ms / 1000)
-    cache_dir = tempfile.mkdtemp(prefix="bench-remote-cache-")
+    # jaxload never deletes a user's cache_dir (only its files): the benchmark's is its own
+    cache_holder = tempfile.TemporaryDirectory(prefix="bench-remote-cache-")
+    cache_dir = cache_holder.name
     modes = {
         "local": {},
         "remote": {},  # presigned URLs through urllib3, cache in memory
@@ -177,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 first[mode].append(first_s)
     finally:
         server.stop()
+        cache_holder.cleanup()
     local_rates, remote_rates = rates["local"], rates["remote"]
 
     samples = (args.batches + args.warmup) * args.batch_size

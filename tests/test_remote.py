@@ -481,6 +481,25 @@ def test_close_fails_fetches_in_flight_and_a_later_read_works(converted, clean):
     assert _same(local[3], remote[3])
 
 
+def test_a_fetch_that_lands_as_close_runs_leaves_nothing_cached(clean, tmp_path, monkeypatch):
+    # close() between a request's bookkeeping and its store: before, the records were cached
+    # after close() had emptied the cache, and a cache_dir it had removed was made again
+    cache_dir = tmp_path / "cache"
+    store = _remote(clean, cache_dir=str(cache_dir)).remote_store
+    store.load_offsets([0])
+    keep, landed = store._keep, threading.Event()
+
+    def close_first(*args):
+        store.close()
+        keep(*args)
+        landed.set()
+
+    monkeypatch.setattr(store, "_keep", close_first)
+    store.fetch([(0, r) for r in range(4)])
+    assert landed.wait(30)
+    assert len(store.cache) == 0 and not (cache_dir.exists() and any(cache_dir.iterdir()))
+
+
 def test_a_pipeline_whose_loader_was_closed_fetches_nothing_more(converted, clean):
     # A read thread can still be inside a batch when loader.close() returns. Before, it
     # went on planning and fetching (through a new pool): against a store that was gone

@@ -181,6 +181,7 @@ class RecordCache:
         self.early_evictions = 0  # evicted while a planned batch still needed them
         self.planned_bytes = 0  # cached bytes some planned batch still reads
         self._peak_planned = 0
+        self.epoch = 0  # close() calls so far: a put from before one is dropped
 
     def __len__(self) -> int:
         return len(self._data)
@@ -294,6 +295,7 @@ class RecordCache:
             self._unplanned.clear()
             self._entry.clear()
             self.bytes = self.planned_bytes = self._peak_planned = 0
+            self.epoch += 1
 
     def consume(self, key: Hashable, batch: int) -> None:
         """Batch `batch` read `key` (served without the cache, e.g. from a fetch in flight)."""
@@ -308,13 +310,21 @@ class RecordCache:
         with self._lock:
             self._put(key, data)
 
-    def put_many(self, items: Iterable[tuple[Hashable, bytes]]) -> None:
-        """`put` of each (key, data), under one lock in memory (files: one lock each)."""
+    def put_many(self, items: Iterable[tuple[Hashable, bytes]], epoch: int | None = None) -> None:
+        """`put` of each (key, data), under one lock in memory (files: one lock each).
+        With `epoch` (read before the data was fetched), nothing is put once close() has
+        emptied the cache since: a fetch that lands after close() would fill it (and a
+        `cache_dir`) again."""
         if isinstance(self._data, DiskPayloads):
             for key, data in items:
-                self.put(key, data)
+                with self._lock:
+                    if epoch is not None and epoch != self.epoch:
+                        return
+                    self._put(key, data)
             return
         with self._lock:
+            if epoch is not None and epoch != self.epoch:
+                return
             for key, data in items:
                 self._put(key, data)
 

@@ -396,8 +396,9 @@ class RemoteStore:
             with self._lock:
                 mine = [k for k in keys if self._inflight.get(k) is flight]
                 self._counts["records_fetched"] += len(payloads)
+                epoch = self.cache.epoch  # close() restarts first: then `mine` is empty
             # cached before leaving the flight: a reader finds it in one
-            self._keep([(key, payloads[key]) for key in mine if key in payloads])
+            self._keep([(key, payloads[key]) for key in mine if key in payloads], epoch)
         finally:  # whatever happened, no reader waits on this flight for ever
             with self._lock:
                 for key in keys:
@@ -433,12 +434,12 @@ class RemoteStore:
             error = e
         self._land(request, payloads, error)
 
-    def _keep(self, records: list[tuple[Key, bytes]]) -> None:
-        """Caches verified records; a cache that cannot store them (a full disk under
-        `cache_dir`) is said once and the read goes on without them: the readers waiting
-        for the records still get them."""
+    def _keep(self, records: list[tuple[Key, bytes]], epoch: int) -> None:
+        """Caches verified records unless close() came since `epoch`; a cache that cannot
+        store them (a full disk under `cache_dir`) is said once and the read goes on
+        without them: the readers waiting for the records still get them."""
         try:
-            self.cache.put_many(records)
+            self.cache.put_many(records, epoch)
         except Exception as e:  # OSError, MemoryError, ...
             if not self._cache_failed:
                 self._cache_failed = True
