@@ -534,6 +534,7 @@ def _already_published(state: JobState, out: Path, started: float) -> ConvertRep
         frames=info.total_frames,
         seconds=time.perf_counter() - started,
         source_bytes=0,
+        earlier=True,
         output_bytes=_tree_bytes(out),
         psnr={},
     )

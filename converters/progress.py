@@ -97,6 +97,7 @@ class ConvertReport:
     sizes: ConversionSizes | None = None  # where the output's bytes go, beside the source's
     camera_crf: dict[str, int] = dataclasses.field(default_factory=dict)  # chosen by a target
     upload: str = ""  # what the upload to object storage did (converters/publish.py)
+    earlier: bool = False  # converted by an earlier run: this one only finished up
 
     @property
     def input_mb_per_s(self) -> float:
@@ -113,6 +114,13 @@ class ConvertReport:
         return max(busy) / (sum(busy) / len(busy)) if busy and sum(busy) > 0 else 1.0
 
     def summary(self) -> str:
+        if self.earlier:  # nothing was read or converted now: no rates, no ratios
+            lines = [
+                f"wrote {self.out}: {self.episodes} episodes, {self.frames} frames, converted "
+                f"by an earlier run of this command (this run finished in {self.seconds:.1f} s)",
+                f"output: {_mb(self.output_bytes)}",
+            ]
+            return "\n".join(lines + ([self.upload] if self.upload else []))
         seconds = max(self.seconds, 1e-9)
         lines = [
             f"wrote {self.out}: {self.episodes} episodes, {self.frames} frames "

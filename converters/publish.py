@@ -244,6 +244,7 @@ class Destination:
             frames=record["frames"],
             seconds=time.perf_counter() - started,
             source_bytes=0,
+            earlier=True,
             output_bytes=record["bytes"],
             psnr={},
         )

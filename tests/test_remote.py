@@ -146,6 +146,26 @@ def test_loader_batches_and_resume_are_exact_against_local(converted, clean):
             assert all(np.array_equal(want[k], got[k]) for k in want)
 
 
+@pytest.mark.parametrize("cache_bytes", [20_000, 512 << 20])
+def test_a_cache_of_under_three_batches_is_said_to_be_too_small_once(
+    converted, clean, caplog, cache_bytes
+):
+    kwargs = dict(global_batch_size=8, seed=5, delta_timestamps=WINDOWS, num_workers=0)
+    options = RemoteOptions(retry=FAST_RETRY, cache_bytes=cache_bytes)
+    local, remote = _loaders(clean, converted, options, **kwargs)
+    with local, remote, caplog.at_level(logging.WARNING, logger="jaxload.storage"):
+        for _ in range(4):
+            a, b = next(local), next(remote)
+            assert all(np.array_equal(a[k], b[k]) for k in a)  # small or not, the same data
+    said = [r.getMessage() for r in caplog.records if "batches of the records" in r.getMessage()]
+    if cache_bytes > 100_000:
+        assert said == []
+    else:
+        (line,) = said
+        assert line.startswith("s3://bucket/ds: the cache (cache_bytes=20000) holds 0.")
+        assert "RemoteOptions(cache_bytes=" in line
+
+
 def test_a_loader_reads_on_after_an_outage_that_outlasted_its_retries(converted, clean):
     kwargs = dict(global_batch_size=8, seed=3, delta_timestamps=WINDOWS, num_workers=0)
     options = RemoteOptions(retry=FAST_RETRY, cache_bytes=20_000, lookahead=1)
@@ -231,6 +251,21 @@ def test_corrupt_object_in_storage_is_a_checksum_error_naming_it(converted, clea
     remote = _remote(clean, "s3://bucket/corrupt")
     with pytest.raises(CorruptRecordError, match=r"s3://bucket/corrupt/data/shard-00000"):
         remote[0]
+
+
+@pytest.mark.parametrize("signed", [None, False])
+def test_a_truncated_object_in_storage_is_an_error_naming_it(converted, clean, tmp_path, signed):
+    copy = tmp_path / "ds"
+    shutil.copytree(converted, copy)
+    shard = copy / fmt.shard_path(0)
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 3])
+    clean.upload(str(copy), "s3://bucket/short")
+    remote = _remote(clean, "s3://bucket/short", signed_urls=signed)
+    with pytest.raises(CorruptRecordError) as short:
+        remote[[len(remote) - 1]]
+    text = str(short.value)
+    assert "s3://bucket/short/data/shard-00000" in text and "shorter than its index" in text
+    assert text.endswith("(dataset s3://bucket/short); upload it again")
 
 
 def test_older_format_is_refused_remotely_with_a_clear_message(converted, clean, tmp_path):
@@ -373,6 +408,17 @@ def test_a_cache_dir_that_cannot_be_written_neither_hangs_nor_changes_a_read(
     assert any("cannot cache records" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_cache_dir_that_cannot_be_a_directory_is_refused_when_opened(clean, tmp_path, where):
+    # before: one warning, then every record fetched again for each use (30x the bytes)
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"the user's")
+    cache_dir = afile if where == "a file" else afile / "cache"
+    with pytest.raises(ValueError, match=f"cache_dir='{cache_dir}'"):
+        _remote(clean, cache_dir=str(cache_dir))
+    assert afile.read_bytes() == b"the user's"
+
+
 def test_a_cache_directory_removed_under_a_reader_is_made_again(converted, clean, tmp_path):
     local = jaxload.open(converted, delta_timestamps=WINDOWS)
     remote = _remote(clean, cache_dir=str(tmp_path / "cache"))
@@ -407,7 +453,7 @@ def test_optimal_policy_beats_lru_on_a_loader_order():
     assert simulate(accesses, sizes, 10**9, "lru")["hit_rate"] == pytest.approx(0.8)
 
 
-def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, tmp_path):
+def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, tmp_path, caplog):
     kwargs = dict(global_batch_size=8, seed=2, delta_timestamps=WINDOWS)
     with jaxload.make_loader(converted, num_workers=0, **kwargs) as local:
         want = [next(local) for _ in range(4)]
@@ -416,20 +462,23 @@ def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, t
         "s3://bucket/ds",
         storage_options=clean.storage_options(),
         num_workers=2,
-        remote=RemoteOptions(cache_dir=str(cache_dir)),
+        remote=RemoteOptions(cache_dir=str(cache_dir), log_every_s=1e-9),
         **kwargs,
     )
-    with remote:
+    with remote, caplog.at_level(logging.INFO, logger="jaxload.storage"):
         for a in want:
             b = next(remote)
             assert all(np.array_equal(a[k], b[k]) for k in a)
+        # The main process logs progress for its workers (whose own lines went nowhere).
+        lines = [r.getMessage() for r in caplog.records if "cache hit rate" in r.getMessage()]
+        assert lines and all(r.process == os.getpid() for r in caplog.records)
         # The workers fetched; their counters reach the main process's loader.stats.
         stats = remote.stats["s3://bucket/ds"]
         assert 1 <= stats["processes"] <= 2 and stats["records_fetched"] > 0
         assert stats["transport"] == "signed"
         assert remote.options.read_threads == 2  # no extra thread with a disk cache
         # Only the reading processes made cache directories, the main one none.
-        owners = {int(d.name.split("-")[2]) for d in cache_dir.iterdir()}
+        owners = {int(d.name.split("-")[2].split("@")[0]) for d in cache_dir.iterdir()}
         assert owners and os.getpid() not in owners
 
 
@@ -587,7 +636,9 @@ def test_disk_cache_serves_verified_records_and_refetches_a_damaged_file(
         f.write_bytes(bytes(data))
     with caplog.at_level(logging.WARNING, logger="jaxload.storage"):
         assert all(_same(local[p], remote[p]) for p in positions)
-    assert any("changed on disk" in r.getMessage() for r in caplog.records)
+    # said once, not once per file (a damaged disk gave 700 lines); the rest counted
+    assert sum("changed on disk" in r.getMessage() for r in caplog.records) == 1
+    assert 1 < remote.remote_store.stats()["cache_damaged"] <= len(files)
 
 
 def test_disk_cache_removes_only_directories_of_dead_processes(tmp_path):
@@ -599,7 +650,7 @@ def test_disk_cache_removes_only_directories_of_dead_processes(tmp_path):
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    orphan = tmp_path / f"jaxload-cache-{int(dead.stdout)}-abc"
+    orphan = tmp_path / f"jaxload-cache-{int(dead.stdout)}-abc"  # named as before 2026-11-27
     orphan.mkdir()
     (orphan / "0").write_bytes(b"x")
     mine = tmp_path / "notes.txt"
@@ -610,6 +661,7 @@ def test_disk_cache_removes_only_directories_of_dead_processes(tmp_path):
     assert not orphan.exists() and mine.read_text() == "the user's"
     assert cache.get("a", 1) == b"y" * 10
     directory = cache._data.directory
+    assert os.path.basename(directory).startswith(f"jaxload-cache-{os.getpid()}@")
     cache.close()
     assert not (tmp_path / directory).exists() and mine.exists()
 

@@ -133,6 +133,8 @@ class Loader:
             self.close()
             raise unguarded from e
         self._delivered += 1
+        for store in self._remote_stores():  # workers' reads add up in one line, here
+            store.log_progress()
         return batch
 
     def _abandon(self, stuck_pid: int | None) -> None:
@@ -291,7 +293,8 @@ class Loader:
         """Per remote dataset, the read counters of this process and its worker processes
         added up: requests, bytes fetched, cache hit rate, measured latency, transport
         (`jaxload.storage.remote.RemoteStore.stats`; a worker's are at most a second old).
-        Each process also logs its own (logger "jaxload.storage", `RemoteOptions.log_every_s`)."""
+        The loader's process also logs them (logger "jaxload.storage", level INFO, every
+        `RemoteOptions.log_every_s`)."""
         return remote_stats(self.datasets)
 
     def read_batch(self) -> ReadBatch:

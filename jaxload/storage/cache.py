@@ -31,13 +31,13 @@ import heapq
 import itertools
 import logging
 import os
-import re
 import shutil
-import tempfile
 import threading
 import weakref
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
+
+from jaxload.storage.scratch import owned_directory
 
 NEVER = 1 << 62  # next use of a record no planned batch reads
 
@@ -59,8 +59,6 @@ class DiskPayloads:
     close (and, if the process died, by the next process that opens a cache there). Each
     file is checked against the xxh3 of the bytes put when read back."""
 
-    PATTERN = re.compile(r"jaxload-cache-(\d+)-")
-
     def __init__(self, root: str | os.PathLike):
         self.root = os.fspath(root)
         self.directory: str | None = None  # made at the first put: a process that never
@@ -68,12 +66,28 @@ class DiskPayloads:
         self._remove: weakref.finalize | None = None
         self._index: dict[Hashable, tuple[int, int, str]] = {}  # key -> (size, xxh3, file)
         self._names = itertools.count()
+        self.damaged = 0  # files that failed their check when read back
+
+    @staticmethod
+    def check(root: str | os.PathLike) -> None:
+        """Raises ValueError naming `root` when no cache can be made under it (a file
+        there, no permission): said when the dataset is opened, instead of a cache that
+        stays empty while every record is fetched again for each use."""
+        root = os.fspath(root)
+        if os.path.exists(root) and not os.path.isdir(root):
+            raise ValueError(f"RemoteOptions(cache_dir={root!r}): not a directory")
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as e:
+            raise ValueError(
+                f"RemoteOptions(cache_dir={root!r}): cannot make the directory ({e.strerror or e})"
+            ) from e
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise ValueError(f"RemoteOptions(cache_dir={root!r}): cannot write there")
 
     def _directory(self) -> str:
         if self.directory is None:
-            os.makedirs(self.root, exist_ok=True)
-            _remove_orphans(self.root, self.PATTERN)
-            self.directory = tempfile.mkdtemp(prefix=f"jaxload-cache-{os.getpid()}-", dir=self.root)
+            self.directory = owned_directory("jaxload-cache", self.root)
             self._remove = weakref.finalize(self, shutil.rmtree, self.directory, True)
         return self.directory
 
@@ -110,7 +124,13 @@ class DiskPayloads:
         except OSError:
             data = b""
         if len(data) != size or xxh3_64_intdigest(data) != digest:
-            log.warning("cache file %s changed on disk; fetching its record again", path)
+            self.damaged += 1
+            if self.damaged == 1:  # a damaged disk damages many: the rest are counted
+                log.warning(
+                    "cache file %s changed on disk; fetching its record again (further ones "
+                    "are counted in loader.stats: cache_damaged)",
+                    path,
+                )
             self.pop(key)
             return None
         return data
@@ -135,20 +155,6 @@ def _write(path: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(path)
         raise
-
-
-def _remove_orphans(root: str | os.PathLike, pattern: re.Pattern) -> None:
-    """Removes cache directories under `root` whose process is gone (only jaxload's)."""
-    for name in os.listdir(root):
-        match = pattern.match(name)
-        if not match:
-            continue
-        try:
-            os.kill(int(match[1]), 0)
-        except ProcessLookupError:
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-        except PermissionError:
-            pass  # alive, another user's
 
 
 class RecordCache:
@@ -408,6 +414,7 @@ class RecordCache:
             "cache_hit_rate": self.hits / total if total else 0.0,
             "cache_evictions": self.evictions,
             "cache_early_evictions": self.early_evictions,
+            "cache_damaged": getattr(self._data, "damaged", 0),
         }
 
 

@@ -31,14 +31,14 @@ import numpy as np
 from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
 from jaxload.format import chunks, layout
 from jaxload.format.layout import DatasetInfo
-from jaxload.storage.cache import RecordCache
+from jaxload.storage.cache import DiskPayloads, RecordCache
 from jaxload.storage.coalesce import coalesce
 from jaxload.storage.flight import Flight
 from jaxload.storage.options import RemoteOptions
 from jaxload.storage.ranges import open_ranges
-from jaxload.storage.retry import RetryCounter, call_with_retries
-from jaxload.storage.stats_board import StatsBoard
-from jaxload.storage.sweep import SweepPeriod
+from jaxload.storage.retry import RemoteError, RetryCounter, call_with_retries, past_the_end
+from jaxload.storage.stats_board import StatsBoard, combine, progress_line
+from jaxload.storage.sweep import SweepPeriod, too_small
 from jaxload.storage.urls import filesystem, join
 
 log = logging.getLogger("jaxload.storage")
@@ -77,6 +77,8 @@ class RemoteStore:
             )
         self.url, self.info, self.describe = url, info, describe
         self.options = RemoteOptions.of(options)
+        if self.options.cache_dir is not None:
+            DiskPayloads.check(self.options.cache_dir)
         self.storage_options = dict(storage_options or {})
         self.board: StatsBoard | None = None  # set by a loader whose workers read
         self._setup()
@@ -91,6 +93,7 @@ class RemoteStore:
         self.cache = RecordCache(self.options.cache_bytes, self.options.cache_dir)
         self._checked_version = False
         self._cache_failed = False  # a cache write failed (said once)
+        self._small_cache_said = False  # sweep.too_small
         self._counts = dict.fromkeys(("requests", "bytes_fetched", "records_fetched", "waits"), 0)
         self._retries = RetryCounter()
         self._retry_quiet_until, self._retries_silenced = 0.0, 0  # _warn_retry
@@ -418,11 +421,17 @@ class RemoteStore:
         payloads: dict[Key, bytes] = {}
         error: BaseException | None = None
         try:
-            data = self._get(layout.shard_path(shard), start, end, generation)
+            try:
+                data = self._get(layout.shard_path(shard), start, end, generation)
+            except RemoteError as e:  # a range wholly past the end: HTTP 416
+                data = b"" if past_the_end(e) else None
+                if data is None:
+                    raise
             if len(data) != end - start:
                 raise CorruptRecordError(
                     f"{join(self.url, layout.shard_path(shard))}: bytes {start}..{end} came back "
-                    f"as {len(data)} bytes; the shard in storage is shorter than its index"
+                    f"as {len(data)} bytes; the shard in storage is shorter than its index "
+                    f"(dataset {self.url}); upload it again"
                 )
             offsets, index = self._offsets[shard], np.asarray(records)
             view = memoryview(data)
@@ -485,27 +494,22 @@ class RemoteStore:
         }
 
     def _maybe_log(self) -> None:
+        """After a read: a worker process publishes its counters for its loader's process
+        (which logs them added up: a worker's log lines would go nowhere); any other logs."""
         if self.board is not None and self.board.due():
             self.board.publish(self.url, self.stats())
-        every = self.options.log_every_s
-        now = time.monotonic()
+        if self.board is None or self.board.owner:
+            self.log_progress()
+
+    def log_progress(self) -> None:
+        """A progress line (logger "jaxload.storage", INFO) when `log_every_s` has passed
+        since the last: this process's counters and its worker processes' added up."""
+        every, now = self.options.log_every_s, time.monotonic()
         if not every or now - self._logged < every:
             return
         self._logged = now
-        s = self.stats()
-        log.info(
-            "%s: %d requests, %.1f MB fetched for %d records, cache hit rate %.1f%% "
-            "(%d MB of %d MB), latency %.1f ms, %.0f MB/s",
-            self.url,
-            s["requests"],
-            s["bytes_fetched"] / 1e6,
-            s["records_fetched"],
-            100 * s["cache_hit_rate"],
-            s["cache_bytes"] >> 20,
-            s["cache_budget_bytes"] >> 20,
-            s["latency_ms"],
-            s["bandwidth_mb_s"],
-        )
+        workers = self.board.read(self.url) if self.board is not None else []
+        log.info("%s: %s", self.url, progress_line(combine([self.stats(), *workers])))
 
     def lookahead(self, batch_interval_s: float | None, batch_bytes: float) -> tuple[int, int]:
         """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`, asked
@@ -518,6 +522,11 @@ class RemoteStore:
         bytes twice: a longer sweep saves no bytes (a cache that large keeps what passes),
         and planning that far ahead cost a cache larger than a small dataset a second of
         planning 1,024 batches before its second batch."""
+        if not self._small_cache_said:  # once: each batch asks
+            small = too_small(self.cache.budget_bytes, batch_bytes, self._dataset_bytes())
+            self._small_cache_said = small is not None
+            if small:
+                log.warning("%s: %s", self.url, small)
         fits = max(2.0, 0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0))
         interval = batch_interval_s if batch_interval_s else 0.01
         latencies = self.latency_s / max(interval, 1e-3)  # in batches

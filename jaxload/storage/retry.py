@@ -253,6 +253,12 @@ def _final_message(what: str, kind: str, error: BaseException, missing: str | No
     return f"{what}: {describe(error)}"
 
 
+def past_the_end(error: BaseException) -> bool:
+    """The store refused a byte range as lying past the end of its object (HTTP 416,
+    S3's InvalidRange), anywhere in `error`'s cause chain."""
+    return any(_http_status(exc) == 416 or "InvalidRange" in str(exc) for exc in _chain(error))
+
+
 def no_credentials(error: BaseException) -> bool:
     """The client found no credentials (botocore's NoCredentialsError and kin), anywhere in
     `error`'s cause chain."""

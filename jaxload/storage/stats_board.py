@@ -16,11 +16,12 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
+
+from jaxload.storage.scratch import owned_directory
 
 # Counters that add up over processes (the rest are estimates, averaged, or identities).
 SUMMED = (
@@ -36,6 +37,7 @@ SUMMED = (
     "cache_misses",
     "cache_evictions",
     "cache_early_evictions",
+    "cache_damaged",
 )
 PUBLISH_EVERY_S = 1.0
 
@@ -45,7 +47,7 @@ class StatsBoard:
 
     def __init__(self, directory: str | None = None):
         self.owner = directory is None
-        self.directory = directory or tempfile.mkdtemp(prefix="jaxload-stats-")
+        self.directory = directory or owned_directory("jaxload-stats")
         if self.owner:
             weakref.finalize(self, shutil.rmtree, self.directory, True)
         self._published = 0.0
@@ -97,6 +99,18 @@ def combine(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     first["transport"] = next((s["transport"] for s in stats if s.get("transport")), None)
     first["processes"] = len(stats)
     return first
+
+
+def progress_line(stats: dict[str, Any]) -> str:
+    """What a progress log line says of (combined) counters."""
+    processes = stats.get("processes", 1)
+    return (
+        f"{stats['requests']} requests, {stats['bytes_fetched'] / 1e6:.1f} MB fetched for "
+        f"{stats['records_fetched']} records, cache hit rate {100 * stats['cache_hit_rate']:.1f}% "
+        f"({stats['cache_bytes'] / 1e6:.1f} MB of {stats['cache_budget_bytes'] / 1e6:.1f} MB"
+        f"{f' in {processes} processes' if processes > 1 else ''}), latency "
+        f"{stats['latency_ms']:.1f} ms, {stats['bandwidth_mb_s']:.0f} MB/s"
+    )
 
 
 def _load(path: str) -> dict[str, Any]:

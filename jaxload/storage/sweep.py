@@ -48,3 +48,24 @@ class SweepPeriod:
             if cache.take_peak_planned() < GROW_BELOW * cache.budget_bytes:
                 self.period = min(MAX_PERIOD, self.period + max(1, self.period // 8))
         return self.period
+
+
+# A cache of fewer batches of records than this is said to be too small: on the 2.6 MB
+# example dataset a 10% cache (one batch) fetched 290x its bytes, 25% (2.5 batches) much less.
+SMALL_CACHE_BATCHES = 3
+
+
+def too_small(budget_bytes: int, batch_bytes: float, dataset_bytes: float) -> str | None:
+    """What to say of a cache budget that holds under SMALL_CACHE_BATCHES batches of the
+    records a batch reads (each pass of the sweep then serves about one batch), or None."""
+    if budget_bytes >= SMALL_CACHE_BATCHES * batch_bytes or budget_bytes >= dataset_bytes:
+        return None
+    want = int(min(8 * batch_bytes, 1.1 * dataset_bytes))
+    holds = "8 batches" if want < 1.1 * dataset_bytes else "the whole dataset"
+    return (
+        f"the cache (cache_bytes={budget_bytes}) holds {budget_bytes / batch_bytes:.1f} "
+        f"batches of the records a batch reads ({batch_bytes / 1e6:.2f} MB each): with under "
+        f"{SMALL_CACHE_BATCHES}, records are fetched again for nearly every use (a small "
+        f"dataset's bytes over and over); RemoteOptions(cache_bytes={want}) holds {holds} "
+        "(docs/LOADER.md, Remote datasets)"
+    )
