@@ -5,6 +5,7 @@ through s3fs. Every check compares with the same converted dataset read locally.
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 
@@ -162,7 +163,9 @@ def test_a_cache_of_under_three_batches_is_said_to_be_too_small_once(
         assert said == []
     else:
         (line,) = said
-        assert line.startswith("s3://bucket/ds: the cache (cache_bytes=20000) holds 0.")
+        assert line.startswith(
+            "s3://bucket/ds: the cache (cache_bytes=20000, per process) holds 0."
+        )
         assert "RemoteOptions(cache_bytes=" in line
 
 
@@ -266,6 +269,24 @@ def test_a_truncated_object_in_storage_is_an_error_naming_it(converted, clean, t
     text = str(short.value)
     assert "s3://bucket/short/data/shard-00000" in text and "shorter than its index" in text
     assert text.endswith("(dataset s3://bucket/short); upload it again")
+
+
+def test_a_dataset_replaced_by_a_shorter_one_is_said_to_have_changed(converted, clean, tmp_path):
+    from jaxload.errors import DatasetChangedError
+
+    clean.upload(str(converted), "s3://bucket/replaced")
+    remote = _remote(clean, "s3://bucket/replaced")
+    remote.remote_store.load_offsets([0])  # the opened dataset's index
+    other = tmp_path / "other"
+    shutil.copytree(converted, other)
+    info = json.loads((other / fmt.INFO_PATH).read_text())
+    info["fingerprint"] = "f" * len(info["fingerprint"])
+    (other / fmt.INFO_PATH).write_text(json.dumps(info))
+    shard = other / fmt.shard_path(0)
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 3])
+    clean.upload(str(other), "s3://bucket/replaced")
+    with pytest.raises(DatasetChangedError, match="another version than the one opened"):
+        remote[[len(remote) - 1]]
 
 
 def test_older_format_is_refused_remotely_with_a_clear_message(converted, clean, tmp_path):
@@ -470,8 +491,10 @@ def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, t
             b = next(remote)
             assert all(np.array_equal(a[k], b[k]) for k in a)
         # The main process logs progress for its workers (whose own lines went nowhere).
+        # caplog sees this process's records only: a line counting fetches is the workers'
         lines = [r.getMessage() for r in caplog.records if "cache hit rate" in r.getMessage()]
-        assert lines and all(r.process == os.getpid() for r in caplog.records)
+        fetched = [int(re.search(r"for (\d+) records", line)[1]) for line in lines]
+        assert fetched and max(fetched) > 0
         # The workers fetched; their counters reach the main process's loader.stats.
         stats = remote.stats["s3://bucket/ds"]
         assert 1 <= stats["processes"] <= 2 and stats["records_fetched"] > 0
@@ -502,6 +525,40 @@ def test_stats_of_processes_add_up_and_leave_out_the_one_that_fetched_nothing():
     assert out["bandwidth_mb_s"] == 42.0  # measured by the busiest, not the main's default
     assert out["latency_ms"] == (300 * 30 + 100 * 10) / 40
     assert combine([main])["processes"] == 1  # nothing fetched yet: still a row
+
+
+def test_stats_of_ended_worker_processes_count_their_requests_but_not_their_caches():
+    # the workers of a pipeline the loader dropped (after a RemoteError) or closed left
+    # their snapshots: before, their caches and their number were added to the new ones'
+    import subprocess
+    import sys
+
+    from jaxload.storage.stats_board import StatsBoard, combine
+
+    board = StatsBoard()
+    stats = {"requests": 5, "bytes_fetched": 50, "cache_hits": 1, "cache_misses": 1,
+             "cache_bytes": 7, "cache_budget_bytes": 100, "cache_records": 2, "latency_ms": 1.0,
+             "transport": "signed"}  # fmt: skip
+    code = (
+        "import sys; from jaxload.storage.stats_board import StatsBoard; "
+        f"StatsBoard({board.directory!r}).publish('s3://b/ds', {stats!r}); "
+        "print('published', flush=True); sys.stdin.read()"
+    )
+    ended = subprocess.run([sys.executable, "-c", code], input="", capture_output=True, text=True)
+    assert "published" in ended.stdout, ended.stderr
+    running = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert running.stdout.readline().strip() == "published"
+        snapshots = board.read("s3://b/ds")
+        assert sorted(bool(s.get("ended")) for s in snapshots) == [False, True]
+        out = combine(snapshots)
+        assert out["processes"] == 1 and out["requests"] == 10 and out["bytes_fetched"] == 100
+        assert out["cache_bytes"] == 7 and out["cache_budget_bytes"] == 100
+        assert "ended" not in out
+    finally:
+        running.communicate("")
 
 
 def test_sweep_fetches_every_record_within_its_window_at_its_phase():
@@ -628,7 +685,7 @@ def test_disk_cache_serves_verified_records_and_refetches_a_damaged_file(
     positions = [0, 5, 9]
     assert all(_same(local[p], remote[p]) for p in positions)
     (directory,) = cache_dir.iterdir()  # this process's own
-    files = list(directory.iterdir())
+    files = [f for f in directory.iterdir() if f.name != ".owner"]  # .owner: its lock
     assert files and remote.remote_store.stats()["cache_records"] == len(files)
     for f in files:  # damage every cached record on disk
         data = bytearray(f.read_bytes())
@@ -650,7 +707,7 @@ def test_disk_cache_removes_only_directories_of_dead_processes(tmp_path):
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
-    orphan = tmp_path / f"jaxload-cache-{int(dead.stdout)}-abc"  # named as before 2026-11-27
+    orphan = tmp_path / f"jaxload-cache-{int(dead.stdout)}-abcd1234"  # as before 2026-11-27
     orphan.mkdir()
     (orphan / "0").write_bytes(b"x")
     mine = tmp_path / "notes.txt"

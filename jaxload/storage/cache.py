@@ -31,13 +31,12 @@ import heapq
 import itertools
 import logging
 import os
-import shutil
 import threading
 import weakref
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from jaxload.storage.scratch import owned_directory
+from jaxload.storage.scratch import owned_directory, remove_owned
 
 NEVER = 1 << 62  # next use of a record no planned batch reads
 
@@ -62,7 +61,7 @@ class DiskPayloads:
     def __init__(self, root: str | os.PathLike):
         self.root = os.fspath(root)
         self.directory: str | None = None  # made at the first put: a process that never
-        # caches (the main one, when worker processes read) leaves nothing on disk
+        # caches (the main one, when worker processes read) makes no directory of its own
         self._remove: weakref.finalize | None = None
         self._index: dict[Hashable, tuple[int, int, str]] = {}  # key -> (size, xxh3, file)
         self._names = itertools.count()
@@ -88,7 +87,7 @@ class DiskPayloads:
     def _directory(self) -> str:
         if self.directory is None:
             self.directory = owned_directory("jaxload-cache", self.root)
-            self._remove = weakref.finalize(self, shutil.rmtree, self.directory, True)
+            self._remove = weakref.finalize(self, remove_owned, self.directory)
         return self.directory
 
     def __contains__(self, key: Hashable) -> bool:

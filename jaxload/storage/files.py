@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -26,7 +25,7 @@ from jaxload.format.layout import read_info
 from jaxload.format.reader import DatasetFiles, ShardReaders, read_episodes
 from jaxload.storage.remote import RemoteOptions, RemoteStore
 from jaxload.storage.retry import MISSING, RemoteError, call_with_retries
-from jaxload.storage.scratch import owned_directory
+from jaxload.storage.scratch import owned_directory, remove_owned
 from jaxload.storage.urls import filesystem, is_url, join
 
 # meta/ files a reader needs (stats and speed buckets are optional).
@@ -121,7 +120,7 @@ def mirror_meta(url: str, storage_options: Mapping[str, Any] | None = None) -> s
         if entry.get("type", "file") == "file"
     } | {os.path.basename(p) for p in REQUIRED_META}
     local = owned_directory("jaxload-meta")  # removed at exit, or by a later process
-    atexit.register(shutil.rmtree, local, True)
+    atexit.register(remove_owned, local)
     os.makedirs(os.path.join(local, "meta"))
     relatives = [f"meta/{name}" for name in sorted(names)]
     # Concurrently: at 50 ms per request, one after the other they cost 0.2 s of the time

@@ -52,7 +52,9 @@ class Lookahead:
         self._planned_to: int | None = None  # last batch planned
         self._last_start: float | None = None
         self._interval: float | None = None
-        self._batch_bytes: float | None = None  # stored bytes a batch reads (measured)
+        # per remote dataset, the stored bytes a batch reads of it (measured): each store
+        # sizes its sweep by its own cache and its own records (a mixture reads several)
+        self._batch_bytes: dict[int, float] | None = None
         self._due: list[tuple[int, int, int, list[tuple[int, int]]]] = []  # (at, seq, d, keys)
         self.located: dict[int, tuple[Any, Any]] = {}  # batch -> stream.locate, planned ahead
         self.plans: dict[tuple[int, int], Any] = {}  # (batch, dataset) -> its plan_read
@@ -108,10 +110,12 @@ class Lookahead:
                 if len(self.plans) >= MAX_PLANS:
                     for jd in [jd for jd in list(self.plans) if jd[0] < k]:
                         self.plans.pop(jd, None)
-            if self._batch_bytes is None:  # first batch: measure what one batch reads
+            if not self._batch_bytes:  # first batch: measure what one batch reads
                 lead, period, horizon = 0, 1, k
             else:
-                marks = [s.lookahead(self._interval, self._batch_bytes) for _, s in stores]
+                known = self._batch_bytes
+                guess = max(known.values())  # a dataset none of whose records were read yet
+                marks = [s.lookahead(self._interval, known.get(d, guess)) for d, s in stores]
                 lead = min(m[0] for m in marks)
                 window = min(min(m[1] for m in marks), MAX_DEPTH)
                 period, horizon = max(1, window - lead), k + window * self.step
@@ -128,7 +132,7 @@ class Lookahead:
     ) -> None:
         """Plans the uses of `batches` in the caches and schedules each record's fetch."""
         stream = self.read_batch.stream
-        sizes = 0.0
+        sizes: dict[int, float] = {}
         for j in batches:
             dataset_ids, positions = self.located[j] = stream.locate(self.read_batch.positions(j))
             for d, store in stores:
@@ -141,7 +145,7 @@ class Lookahead:
                 keys = plan.record_keys()  # sorted, unique
                 store.load_offsets(np.unique(keys[:, 0]).tolist())
                 phases, nbytes = store.place(keys)
-                sizes += float(nbytes.sum())
+                sizes[d] = sizes.get(d, 0.0) + float(nbytes.sum())
                 # One heap entry per fetch time, holding the keys due then.
                 times = _fetch_time(j, lead, period, phases)
                 order = np.argsort(times, kind="stable")
@@ -155,7 +159,9 @@ class Lookahead:
                     entry = (int(times[begin]), next(self._seq), d, pairs[begin:end])
                     heapq.heappush(self._due, entry)
         if batches:
-            self._batch_bytes = max(self._batch_bytes or 1.0, sizes / len(batches))
+            known = self._batch_bytes = self._batch_bytes or {}
+            for d, total in sizes.items():
+                known[d] = max(known.get(d, 1.0), total / len(batches))
 
     def _pop_due(self, k: int) -> dict[int, list[tuple[int, int]]]:
         due: dict[int, list[tuple[int, int]]] = {}

@@ -428,6 +428,7 @@ class RemoteStore:
                 if data is None:
                     raise
             if len(data) != end - start:
+                self.check_version()  # another, shorter dataset there now: DatasetChangedError
                 raise CorruptRecordError(
                     f"{join(self.url, layout.shard_path(shard))}: bytes {start}..{end} came back "
                     f"as {len(data)} bytes; the shard in storage is shorter than its index "

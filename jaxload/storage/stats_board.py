@@ -15,13 +15,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from jaxload.storage.scratch import owned_directory
+from jaxload.storage.scratch import owned_directory, remove_owned
 
 # Counters that add up over processes (the rest are estimates, averaged, or identities).
 SUMMED = (
@@ -39,6 +38,8 @@ SUMMED = (
     "cache_early_evictions",
     "cache_damaged",
 )
+# What a process's cache holds now: summed over the processes still running.
+HELD = ("cache_bytes", "cache_budget_bytes", "cache_records")
 PUBLISH_EVERY_S = 1.0
 
 
@@ -49,7 +50,7 @@ class StatsBoard:
         self.owner = directory is None
         self.directory = directory or owned_directory("jaxload-stats")
         if self.owner:
-            weakref.finalize(self, shutil.rmtree, self.directory, True)
+            weakref.finalize(self, remove_owned, self.directory)
         self._published = 0.0
 
     def __reduce__(self) -> Any:
@@ -70,25 +71,34 @@ class StatsBoard:
             os.replace(path + ".tmp", path)
 
     def read(self, url: str) -> list[dict[str, Any]]:
-        """The latest snapshot for `url` of every other process that published one."""
+        """The latest snapshot for `url` of every other process that published one; those
+        of processes that ended (the workers of a pipeline the loader closed or dropped)
+        marked `ended`: their requests were made, but they hold no cache any more."""
         mine = f"{os.getpid()}.json"
         try:
             names = sorted(n for n in os.listdir(self.directory) if n.endswith(".json"))
         except OSError:
             return []
-        out = [_load(os.path.join(self.directory, n)).get(url) for n in names if n != mine]
-        return [s for s in out if s]
+        out = []
+        for name in names:
+            snapshot = _load(os.path.join(self.directory, name)).get(url) if name != mine else None
+            if snapshot:
+                out.append(snapshot if _alive(name) else dict(snapshot, ended=True))
+        return out
 
 
 def combine(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Counters of several processes as one: sums, the hit rate of the sums, and the
     request latency averaged over the processes' requests. Processes that fetched nothing
-    (the main process of a loader whose workers read) are left out; the other estimates
-    are those of the process that made the most requests."""
+    (the main process of a loader whose workers read) are left out, and what the caches
+    hold is summed over the processes still running; the other estimates are those of
+    the process that made the most requests."""
     stats = [s for s in stats if s.get("requests")] or list(stats[:1])
-    first = dict(max(stats, key=lambda s: s.get("requests", 0)))
+    running = [s for s in stats if not s.get("ended")]
+    first = dict(max(running or stats, key=lambda s: s.get("requests", 0)))
+    first.pop("ended", None)
     for name in SUMMED:
-        first[name] = sum(s.get(name, 0) for s in stats)
+        first[name] = sum(s.get(name, 0) for s in (running if name in HELD else stats))
     lookups = first["cache_hits"] + first["cache_misses"]
     first["cache_hit_rate"] = first["cache_hits"] / lookups if lookups else 0.0
     requests = sum(s.get("requests", 0) for s in stats)
@@ -97,7 +107,7 @@ def combine(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
             sum(s["latency_ms"] * s.get("requests", 0) for s in stats) / requests, 2
         )
     first["transport"] = next((s["transport"] for s in stats if s.get("transport")), None)
-    first["processes"] = len(stats)
+    first["processes"] = len(running)
     return first
 
 
@@ -111,6 +121,18 @@ def progress_line(stats: dict[str, Any]) -> str:
         f"{f' in {processes} processes' if processes > 1 else ''}), latency "
         f"{stats['latency_ms']:.1f} ms, {stats['bandwidth_mb_s']:.0f} MB/s"
     )
+
+
+def _alive(name: str) -> bool:
+    """Whether the process that wrote `<pid>.json` runs (the board's processes are this
+    one's workers: one pid namespace)."""
+    try:
+        os.kill(int(name.split(".")[0]), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):
+        pass
+    return True
 
 
 def _load(path: str) -> dict[str, Any]:

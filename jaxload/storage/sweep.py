@@ -63,8 +63,8 @@ def too_small(budget_bytes: int, batch_bytes: float, dataset_bytes: float) -> st
     want = int(min(8 * batch_bytes, 1.1 * dataset_bytes))
     holds = "8 batches" if want < 1.1 * dataset_bytes else "the whole dataset"
     return (
-        f"the cache (cache_bytes={budget_bytes}) holds {budget_bytes / batch_bytes:.1f} "
-        f"batches of the records a batch reads ({batch_bytes / 1e6:.2f} MB each): with under "
+        f"the cache (cache_bytes={budget_bytes}, per process) holds {budget_bytes / batch_bytes:.1f} "
+        f"batches of the records a batch reads of it ({batch_bytes / 1e6:.2f} MB each): with under "
         f"{SMALL_CACHE_BATCHES}, records are fetched again for nearly every use (a small "
         f"dataset's bytes over and over); RemoteOptions(cache_bytes={want}) holds {holds} "
         "(docs/LOADER.md, Remote datasets)"
