@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jaxload.pipeline import shared_batch
+from jaxload.storage.scratch import process_alive
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ def _reclaim_allowed() -> tuple[bool, bool]:
 
 def _dead_slot(name: str) -> bool:
     match = _SEGMENT.fullmatch(name)
-    return match is not None and not _alive(int(match.group(1)))
+    return match is not None and not process_alive(int(match.group(1)))
 
 
 def _old_semaphore(shm_dir: str, name: str, now: float) -> bool:
@@ -184,21 +185,6 @@ def _old_semaphore(shm_dir: str, name: str, now: float) -> bool:
         return now - os.stat(os.path.join(shm_dir, name)).st_mtime > _SEMAPHORE_MIN_AGE_S
     except OSError:
         return False
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` is a running process (a zombie is dead: it only awaits its reaping)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
 
 
 def _owned_inode(path: str) -> int | None:

@@ -54,7 +54,7 @@ class Lookahead:
         self._interval: float | None = None
         # per remote dataset, the stored bytes a batch reads of it (measured): each store
         # sizes its sweep by its own cache and its own records (a mixture reads several)
-        self._batch_bytes: dict[int, float] | None = None
+        self._batch_bytes: dict[int, float] = {}
         self._due: list[tuple[int, int, int, list[tuple[int, int]]]] = []  # (at, seq, d, keys)
         self.located: dict[int, tuple[Any, Any]] = {}  # batch -> stream.locate, planned ahead
         self.plans: dict[tuple[int, int], Any] = {}  # (batch, dataset) -> its plan_read
@@ -159,7 +159,7 @@ class Lookahead:
                     entry = (int(times[begin]), next(self._seq), d, pairs[begin:end])
                     heapq.heappush(self._due, entry)
         if batches:
-            known = self._batch_bytes = self._batch_bytes or {}
+            known = self._batch_bytes
             for d, total in sizes.items():
                 known[d] = max(known.get(d, 1.0), total / len(batches))
 

@@ -424,9 +424,9 @@ class RemoteStore:
             try:
                 data = self._get(layout.shard_path(shard), start, end, generation)
             except RemoteError as e:  # a range wholly past the end: HTTP 416
-                data = b"" if past_the_end(e) else None
-                if data is None:
+                if not past_the_end(e):
                     raise
+                data = b""
             if len(data) != end - start:
                 self.check_version()  # another, shorter dataset there now: DatasetChangedError
                 raise CorruptRecordError(

@@ -70,7 +70,7 @@ def remove_orphans(root: str | os.PathLike, kind: str) -> list[str]:
         if owned.fullmatch(name):
             dead = _mine(path) and _unlocked(path)
         elif legacy is not None and (match := legacy.fullmatch(name)):
-            dead = _mine(path) and _pid_gone(int(match[1]))
+            dead = _mine(path) and not process_alive(int(match[1]))
         else:
             continue
         if dead and path not in _held:
@@ -106,14 +106,21 @@ def _unlocked(directory: str) -> bool:
     return True
 
 
-def _pid_gone(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a running process of this pid namespace (a zombie is dead: it
+    only awaits its reaping). Another user's counts as running, and so does a number no
+    process can have (not ours to judge)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return False
     except (OSError, OverflowError, ValueError):
-        pass  # alive (another user's), or no pid at all
-    return False
+        return True  # another user's (PermissionError), or no pid at all
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _host() -> str:
@@ -121,4 +128,4 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
 
 
-__all__ = ["owned_directory", "remove_orphans", "remove_owned"]
+__all__ = ["owned_directory", "process_alive", "remove_orphans", "remove_owned"]

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from jaxload.storage.scratch import owned_directory, remove_owned
+from jaxload.storage.scratch import owned_directory, process_alive, remove_owned
 
 # Counters that add up over processes (the rest are estimates, averaged, or identities).
 SUMMED = (
@@ -83,7 +83,8 @@ class StatsBoard:
         for name in names:
             snapshot = _load(os.path.join(self.directory, name)).get(url) if name != mine else None
             if snapshot:
-                out.append(snapshot if _alive(name) else dict(snapshot, ended=True))
+                ended = not process_alive(int(name.split(".")[0]))
+                out.append(dict(snapshot, ended=True) if ended else snapshot)
         return out
 
 
@@ -121,18 +122,6 @@ def progress_line(stats: dict[str, Any]) -> str:
         f"{f' in {processes} processes' if processes > 1 else ''}), latency "
         f"{stats['latency_ms']:.1f} ms, {stats['bandwidth_mb_s']:.0f} MB/s"
     )
-
-
-def _alive(name: str) -> bool:
-    """Whether the process that wrote `<pid>.json` runs (the board's processes are this
-    one's workers: one pid namespace)."""
-    try:
-        os.kill(int(name.split(".")[0]), 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError, ValueError):
-        pass
-    return True
 
 
 def _load(path: str) -> dict[str, Any]:
