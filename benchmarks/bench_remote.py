@@ -15,6 +15,7 @@ budget on the loader's real future access sequence (`jaxload.storage.cache.simul
     python benchmarks/bench_remote.py                      # 50 ms, cache 10%
     python benchmarks/bench_remote.py --latency-ms 20 --batches 60
     python benchmarks/bench_remote.py --height 180 --width 320 --episodes 24   # DROID-sized frames
+    python benchmarks/bench_remote.py --height 224 --width 224 --episodes 24   # a policy's input size
 """
 
 from __future__ import annotations

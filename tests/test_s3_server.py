@@ -107,3 +107,80 @@ def test_anything_else_is_answered_by_moto(servers, path, range_):
     headers = {**AUTH, "Range": range_}
     want, got = plain.get(path, headers=headers), fast.get(path, headers=headers)
     assert got.status_code == want.status_code >= 400
+
+
+@pytest.fixture(scope="module")
+def store():
+    """The test server subprocess, as tests and benchmarks run it, with a 1 MiB object and
+    a presigned URL of it."""
+    from tests.s3_server import S3Server
+
+    server = S3Server.start()
+    try:
+        fs = server.filesystem()
+        server.create_bucket("ka-bucket")
+        payload = np.random.default_rng(1).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+        fs.pipe("ka-bucket/blob", payload)
+        yield server, fs.sign("ka-bucket/blob", expiration=600), payload
+    finally:
+        server.stop()
+
+
+def _get(connection, url: str, first: int, last: int):
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection.request(
+        "GET", f"{parts.path}?{parts.query}", headers={"Range": f"bytes={first}-{last}"}
+    )
+    response = connection.getresponse()
+    return response, response.read()
+
+
+def test_ranged_gets_keep_their_connection_open_as_a_real_store_does(store):
+    """werkzeug closes every connection; a real store keeps it for the next request, and a
+    new connection per request cost the benchmark's client CPU that no store charges. On
+    one kept-alive connection, small ranges come back without waiting for a delayed ACK
+    (40 ms, when the headers and the sendfile'd body were held back by Nagle)."""
+    import http.client
+    import time
+    from urllib.parse import urlsplit
+
+    server, url, payload = store
+    server.reset_counters()
+    connection = http.client.HTTPConnection(urlsplit(url).hostname, urlsplit(url).port)
+    walls = []
+    for first in range(0, 20 * 5000, 5000):
+        began = time.perf_counter()
+        response, data = _get(connection, url, first, first + 4999)
+        walls.append(time.perf_counter() - began)
+        assert response.status == 206 and data == payload[first : first + 5000]
+        assert not response.will_close
+    sock = connection.sock
+    response, data = _get(connection, url, 1000, 1 << 21)  # past the end: clipped
+    assert data == payload[1000:] and connection.sock is sock  # still the first connection
+    connection.close()
+    assert sorted(walls)[len(walls) // 2] < 0.02
+    assert server.counters() == {
+        "requests": 21,
+        "bytes": 20 * 5000 + len(payload) - 1000,
+        "failed": 0,
+    }
+
+
+def test_a_fault_on_a_kept_alive_connection_is_answered_and_closes_it(store):
+    import http.client
+    from urllib.parse import urlsplit
+
+    server, url, payload = store
+    server.reset_counters()
+    server.set(fail={"match": "ka-bucket/blob", "status": 503, "count": 1})
+    connection = http.client.HTTPConnection(urlsplit(url).hostname, urlsplit(url).port)
+    response, data = _get(connection, url, 0, 99)
+    assert response.status == 503 and b"SlowDown" in data and response.will_close
+    connection.close()
+    connection = http.client.HTTPConnection(urlsplit(url).hostname, urlsplit(url).port)
+    response, data = _get(connection, url, 0, 99)
+    assert response.status == 206 and data == payload[:100]
+    connection.close()
+    assert server.counters() == {"requests": 2, "bytes": 100, "failed": 1}
