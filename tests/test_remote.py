@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -483,13 +484,21 @@ def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, t
         "s3://bucket/ds",
         storage_options=clean.storage_options(),
         num_workers=2,
-        remote=RemoteOptions(cache_dir=str(cache_dir), log_every_s=1e-9),
+        # a small cache: the workers fetch for each batch, also while the test waits
+        remote=RemoteOptions(cache_dir=str(cache_dir), cache_bytes=300_000, log_every_s=1e-9),
         **kwargs,
     )
+    clean.reset_counters()  # from here on, only the workers' stores send requests
     with remote, caplog.at_level(logging.INFO, logger="jaxload.storage"):
         for a in want:
             b = next(remote)
             assert all(np.array_equal(a[k], b[k]) for k in a)
+        # Every request the workers sent is counted in loader.stats within a second or so,
+        # also once they read nothing more (their output buffers full): before, a worker
+        # published only after a read, and its last second of requests never arrived.
+        # (Each process also checks a presigned GET against fsspec once: 2 requests.)
+        stats = _eventually(10, lambda: _settled(clean, remote))
+        assert stats["processes"] == 2 and stats["retries"] == 0
         # The main process logs progress for its workers (whose own lines went nowhere).
         # caplog sees this process's records only: a line counting fetches is the workers'
         lines = [r.getMessage() for r in caplog.records if "cache hit rate" in r.getMessage()]
@@ -503,6 +512,23 @@ def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, t
         # Only the reading processes made cache directories, the main one none.
         owners = {int(d.name.split("-")[2].split("@")[0]) for d in cache_dir.iterdir()}
         assert owners and os.getpid() not in owners
+
+
+def _eventually(seconds: float, check):
+    """check()'s first result that is not None, within `seconds` (else the test fails)."""
+    deadline = time.monotonic() + seconds
+    while (found := check()) is None:
+        assert time.monotonic() < deadline, f"not within {seconds} s"
+    return found
+
+
+def _settled(server, loader) -> dict | None:
+    """loader.stats, once it counts every request the server answered (else None)."""
+    served = server.counters()["requests"]
+    time.sleep(0.3)
+    stats = loader.stats["s3://bucket/ds"]
+    probes = 2 * stats["processes"]  # `open_ranges`'s check, made outside the counters
+    return stats if served == server.counters()["requests"] == stats["requests"] + probes else None
 
 
 def test_stats_of_processes_add_up_and_leave_out_the_one_that_fetched_nothing():

@@ -296,8 +296,13 @@ class RemoteStore:
                 generations = getattr(CURRENT, "generations", None) or {}
                 fetched = self.fetch(missing, generations.get(id(self)))
                 flights = [(i, f or fetched[keys[i]]) for i, f in flights]
-            for i, flight in flights:
-                out[i] = flight.result(keys[i])
+            try:
+                for i, flight in flights:
+                    out[i] = flight.result(keys[i])
+            except BaseException:
+                if self.board is not None and not self.board.owner:
+                    self.board.publish(self.url, self.stats())  # this worker may end here
+                raise
         self._maybe_log()
         return out  # type: ignore[return-value]
 
@@ -495,12 +500,13 @@ class RemoteStore:
         }
 
     def _maybe_log(self) -> None:
-        """After a read: a worker process publishes its counters for its loader's process
-        (which logs them added up: a worker's log lines would go nowhere); any other logs."""
-        if self.board is not None and self.board.due():
-            self.board.publish(self.url, self.stats())
+        """After a read: a worker process has its counters published for its loader's
+        process (which logs them added up: a worker's log lines would go nowhere); any
+        other logs."""
         if self.board is None or self.board.owner:
             self.log_progress()
+        else:
+            self.board.keep_published(self.url, self)
 
     def log_progress(self) -> None:
         """A progress line (logger "jaxload.storage", INFO) when `log_every_s` has passed

@@ -1,12 +1,14 @@
 """Remote read counters of worker processes, visible in the main process's `loader.stats`.
 
 With `num_workers > 0` the records are fetched in the worker processes, each with its own
-`RemoteStore` (and cache). Each of them publishes its counters, at most once a second,
-as a JSON file named by its pid in a directory the main process made; the loader adds
-them up (`combine`). Files are replaced atomically, so a reader sees a whole snapshot.
+`RemoteStore` (and cache). Each of them publishes its counters every second, from a thread
+of its own (a worker whose output buffer is full reads nothing for a while, and its
+fetches and retries go on meanwhile), as a JSON file named by its pid in a directory the
+main process made; the loader adds them up (`combine`). Files are replaced atomically, so
+a reader sees a whole snapshot.
 
-    board = StatsBoard()                       # main process; picklable (a path)
-    board.publish("s3://b/ds", store.stats())  # in a worker
+    board = StatsBoard()                          # main process; picklable (a path)
+    board.keep_published("s3://b/ds", store)      # in a worker: store.stats() every second
     combine([main_stats, *board.read("s3://b/ds")])
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -51,19 +54,36 @@ class StatsBoard:
         self.directory = directory or owned_directory("jaxload-stats")
         if self.owner:
             weakref.finalize(self, remove_owned, self.directory)
-        self._published = 0.0
+        self._lock = threading.Lock()  # one writer of this process's file at a time
+        self._kept: set[str] = set()  # urls published every second by a thread
 
     def __reduce__(self) -> Any:
         return (StatsBoard, (self.directory,))  # a worker writes there, never removes it
 
-    def due(self) -> bool:
-        return time.monotonic() - self._published >= PUBLISH_EVERY_S
+    def keep_published(self, url: str, store: Any) -> None:
+        """Publishes `store.stats()` now and then every PUBLISH_EVERY_S, from a daemon
+        thread, for as long as `store` lives (once per url and process)."""
+        if url in self._kept:
+            return
+        self._kept.add(url)
+        self.publish(url, store.stats())
+        alive = weakref.ref(store)
+
+        def publishing() -> None:
+            while True:
+                time.sleep(PUBLISH_EVERY_S)
+                current = alive()
+                if current is None:
+                    return
+                self.publish(url, current.stats())
+                del current  # no reference kept while asleep
+
+        threading.Thread(target=publishing, name="jaxload-stats", daemon=True).start()
 
     def publish(self, url: str, stats: dict[str, Any]) -> None:
         """This process's counters for dataset `url` (replacing its previous snapshot)."""
-        self._published = time.monotonic()
         path = os.path.join(self.directory, f"{os.getpid()}.json")
-        with contextlib.suppress(OSError):  # the loader closed meanwhile: nothing to tell
+        with self._lock, contextlib.suppress(OSError):  # the loader closed: nothing to tell
             snapshot = _load(path)
             snapshot[url] = stats
             with open(path + ".tmp", "w") as f:
