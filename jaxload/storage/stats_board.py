@@ -63,9 +63,10 @@ class StatsBoard:
     def keep_published(self, url: str, store: Any) -> None:
         """Publishes `store.stats()` now and then every PUBLISH_EVERY_S, from a daemon
         thread, for as long as `store` lives (once per url and process)."""
-        if url in self._kept:
-            return
-        self._kept.add(url)
+        with self._lock:  # each read thread of the worker asks
+            if url in self._kept:
+                return
+            self._kept.add(url)
         self.publish(url, store.stats())
         alive = weakref.ref(store)
 
