@@ -63,7 +63,9 @@ class StatsBoard:
     def keep_published(self, url: str, store: Any) -> None:
         """Publishes `store.stats()` now and then every PUBLISH_EVERY_S, from a daemon
         thread, for as long as `store` lives (once per url and process)."""
-        with self._lock:  # each read thread of the worker asks
+        if url in self._kept:  # each read of the worker asks: no lock on that path
+            return
+        with self._lock:  # (held by a file write, now and then)
             if url in self._kept:
                 return
             self._kept.add(url)
