@@ -90,8 +90,7 @@ def bench_size(name: str, dataset: Path, args: argparse.Namespace) -> dict:
         delta_timestamps=windows,
         sharding=sharding,
         decode_device=args.decode_device,
-        num_workers=args.workers,
-        autotune=args.workers is None,
+        options=jaxload.PipelineOptions(num_workers=args.workers, autotune=args.workers is None),
     )
     step, state = _model(loader, sharding, args.min_step_ms)
     with loader, GpuUtilisation() as util:
@@ -127,7 +126,11 @@ def decode_limit(dataset: Path, windows: dict, args: argparse.Namespace, device:
 
     ds = jaxload.open(dataset, delta_timestamps=windows)
     loader = jaxload.make_loader(
-        ds, global_batch_size=args.batch_size, num_workers=0, host_index=0, host_count=1
+        ds,
+        global_batch_size=args.batch_size,
+        host_index=0,
+        host_count=1,
+        options=jaxload.PipelineOptions(num_workers=0),
     )
     with loader:
         batches = [next(loader)["index"] for _ in range(args.warmup + args.batches)]

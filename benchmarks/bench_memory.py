@@ -34,7 +34,8 @@ def rss_per_epoch(
     path: str, episodes: list[int], num_workers: int, batch_size: int, epochs: int
 ) -> dict:
     """In this process: run `epochs` epochs, return peak/last RSS and wall time per epoch."""
-    from jaxload.pipeline.loader import make_loader
+    from jaxload.pipeline.make_loader import make_loader
+    from jaxload.pipeline.options import PipelineOptions
     from jaxload.tools import bench
 
     windows = bench.bench_windows(path)
@@ -47,7 +48,7 @@ def rss_per_epoch(
             delta_timestamps=windows,
             episodes=episodes,
             num_epochs=epochs,
-            num_workers=num_workers,
+            options=PipelineOptions(num_workers=num_workers),
             host_index=0,
             host_count=1,
         )

@@ -65,7 +65,7 @@ def run(path, batches: int, batch_size: int, warmup: int, **kwargs) -> tuple[flo
         global_batch_size=batch_size,
         seed=0,
         delta_timestamps=WINDOWS,
-        num_workers=0,  # and read_threads left to the loader (module docstring)
+        options=jaxload.PipelineOptions(num_workers=0),  # read_threads: the loader's (docstring)
         **kwargs,
     )
     next(loader)
@@ -81,7 +81,11 @@ def run(path, batches: int, batch_size: int, warmup: int, **kwargs) -> tuple[flo
 def access_sequence(root: Path, batches: int, batch_size: int) -> tuple[list, dict]:
     """The (shard, record) reads of the loader's first batches, in order, and their sizes."""
     loader = jaxload.make_loader(
-        root, global_batch_size=batch_size, seed=0, delta_timestamps=WINDOWS, num_workers=0
+        root,
+        global_batch_size=batch_size,
+        seed=0,
+        delta_timestamps=WINDOWS,
+        options=jaxload.PipelineOptions(num_workers=0),
     )
     ds = loader.datasets[0]
     accesses = []

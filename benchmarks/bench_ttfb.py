@@ -44,7 +44,15 @@ TARGET_S = 2.0
 # What a Grain worker process imports before it can read: the heavy parts, in order.
 # "torchcodec" is imported the way jaxload does (`jaxload.decode.torchcodec_import`: without importing
 # torch._dynamo); the plain `import torchcodec.decoders` is measured too, for comparison.
-WORKER_IMPORTS = ("numpy", "jax", "grain", "torch", "torchcodec", "av", "jaxload.pipeline.loader")
+WORKER_IMPORTS = (
+    "numpy",
+    "jax",
+    "grain",
+    "torch",
+    "torchcodec",
+    "av",
+    "jaxload.pipeline.make_loader",
+)
 
 
 def import_costs(names: tuple[str, ...] = WORKER_IMPORTS) -> dict[str, float]:
@@ -69,7 +77,7 @@ def time_first_batch(
 ) -> dict[str, float]:
     """In this (fresh) process: seconds for make_loader() and for the first next()
     (`preimport`: the decoding libraries imported before the clock starts)."""
-    import jaxload.pipeline.loader
+    import jaxload.pipeline.make_loader
     from jaxload.tools import bench
 
     if preimport:
@@ -81,11 +89,11 @@ def time_first_batch(
 
     windows = bench.bench_windows(path)
     start = time.perf_counter()
-    loader = jaxload.pipeline.loader.make_loader(
+    loader = jaxload.pipeline.make_loader.make_loader(
         path,
         global_batch_size=batch_size,
         delta_timestamps=windows,
-        num_workers=num_workers,
+        options=jaxload.PipelineOptions(num_workers=num_workers),
         host_index=0,
         host_count=1,
     )

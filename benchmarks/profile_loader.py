@@ -77,15 +77,15 @@ def instrumented(timers: Timers) -> Iterator[None]:
 
     Decoding goes through a timed decode backend (`jaxload.decode.backend.use`). Reads and
     the mp4 assembly have no such seam: the one function that opens shards
-    (`jaxload.format.reader.open_shard`) and `build_mp4` where the decode calls it
+    (`jaxload.format.shards.open_shard`) and `build_mp4` where the decode calls it
     (`jaxload.decode.frames`) are swapped for timed ones, and restored on exit.
     """
     from jaxload.decode import backend, frames
-    from jaxload.format import reader
+    from jaxload.format import shards
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(
-            mock.patch.object(reader, "open_shard", _timed_open_shard(timers, reader.open_shard))
+            mock.patch.object(shards, "open_shard", _timed_open_shard(timers, shards.open_shard))
         )
         stack.enter_context(
             mock.patch.object(frames, "build_mp4", timers.wrap("build_mp4", frames.build_mp4))
@@ -135,7 +135,8 @@ class _TimedStream:
 
 def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) -> dict:
     """Per-batch seconds of each stage of ReadBatch.map, one thread, this process."""
-    from jaxload.pipeline.loader import make_loader
+    from jaxload.pipeline.make_loader import make_loader
+    from jaxload.pipeline.options import PipelineOptions
     from jaxload.tools import bench
 
     windows = bench.bench_windows(path)
@@ -144,13 +145,14 @@ def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) ->
         global_batch_size=batch_size,
         seed=seed,
         delta_timestamps=windows,
-        num_workers=0,
+        options=PipelineOptions(num_workers=0),
         host_index=0,
         host_count=1,
     )
     read_batch = loader.read_batch()
     timers = Timers()
-    read_batch.schema.collate = timers.wrap("collate", read_batch.schema.collate)
+    schema = read_batch.spec.schema
+    schema.collate = timers.wrap("collate", schema.collate)
     with instrumented(timers):
         read_batch.map(0)  # warm-up: opens the readers (under the timers), codecs
         timers.seconds.clear()

@@ -25,7 +25,7 @@ from jaxload.converters.partial import JobState, crash_point, write_json_durable
 from jaxload.converters.plan import Unit
 from jaxload.converters.writer import ShardWriter
 from jaxload.errors import JaxloadError
-from jaxload.format.reader import open_shard
+from jaxload.format.shards import open_shard
 
 READ_BATCH = 256  # records per read when re-hashing a finished shard
 

@@ -67,7 +67,6 @@ from jaxload.converters.plan import (
 )
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.publish import finish_output, resolve_out
-from jaxload.converters.remote import RetryPolicy
 from jaxload.converters.sizes import conversion_sizes
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
@@ -77,6 +76,7 @@ from jaxload.converters.writer import DEFAULT_SHARD_BYTES, write_offsets
 from jaxload.errors import JaxloadError
 from jaxload.format import Camera, DatasetInfo, Feature
 from jaxload.stats import write_stats
+from jaxload.storage.retry import RetryPolicy
 
 __all__ = [
     "DEFAULT_CRF",

@@ -23,8 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from jaxload.converters.remote import RetryCounter, RetryPolicy, call_with_retries
 from jaxload.errors import SourceError
+from jaxload.storage.retry import RetryCounter, RetryPolicy, call_with_retries
 
 
 class Files(abc.ABC):

@@ -4,7 +4,7 @@ One metadata request resolves the revision to a commit and lists the repository'
 with their sizes; every later download names that commit, so a conversion (and its
 resume after a crash) reads one consistent snapshot even when the branch moves. Files
 are fetched on demand with `hf_hub_download` into a cache directory and retried under
-the converter's `RetryPolicy` (`converters/remote.py`).
+the `RetryPolicy` of `jaxload/storage/retry.py`.
 
 The network sits behind the small `HubClient` protocol so tests can stand a local
 directory in for the hub (there is no network where the tests run).
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jaxload.converters.files import CachedRemoteFiles
-from jaxload.converters.remote import RetryPolicy, call_with_retries
+from jaxload.storage.retry import RetryPolicy, call_with_retries
 
 # owner/name as the hub spells repository ids: each part starts and ends with a letter,
 # digit or `_` (huggingface_hub's validate_repo_id).

@@ -171,10 +171,6 @@ class JobState:
                 return found
             found.append(record)
 
-    def clear_assembly(self) -> None:
-        _clear_dir(self.assembly_dir)
-        shutil.rmtree(self.dataset_dir, ignore_errors=True)
-
     # --- the end ---------------------------------------------------------------------------
 
     def mark_published(self, fingerprint: str) -> None:

@@ -49,7 +49,8 @@ from jaxload import format as fmt
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.shard_layout import CHUNK_HEADER, shard_layout
 from jaxload.errors import JaxloadError
-from jaxload.format.reader import open_shard, read_episodes
+from jaxload.format.reader import read_episodes
+from jaxload.format.shards import open_shard
 
 log = logging.getLogger("jaxload.converters.sizes")
 

@@ -12,7 +12,7 @@ A SRC that is neither gets one message saying what was tried: "no such local dir
 and either why it is no hub id (`./x`, `a/b/c`, `~/x`: never sent to the hub) or what the
 hub said. That first hub request fails at once when the hub cannot be reached (offline
 mode, a refused connection, an unknown host) instead of retrying: a mistyped local path
-must not wait out 13 s of backoff. Later reads retry as usual (converters/remote.py).
+must not wait out 13 s of backoff. Later reads retry as usual (jaxload/storage/retry.py).
 
 Example::
 
@@ -31,7 +31,8 @@ from jaxload.converters import lerobot_v3, lerobot_v21
 from jaxload.converters.files import Files, FsspecFiles, LocalFiles
 from jaxload.converters.hub import HubClient, HubFiles, is_repo_id
 from jaxload.converters.lerobot_common import LeRobotSource, load_info
-from jaxload.converters.remote import (
+from jaxload.errors import JaxloadError, SourceError
+from jaxload.storage.retry import (
     AUTH,
     MISSING,
     OFFLINE,
@@ -41,7 +42,6 @@ from jaxload.converters.remote import (
     RetryPolicy,
     describe,
 )
-from jaxload.errors import JaxloadError, SourceError
 
 READERS: dict[str, type[LeRobotSource]] = {
     **{v: lerobot_v3.LeRobotV3Source for v in lerobot_v3.SUPPORTED_VERSIONS},

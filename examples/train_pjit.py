@@ -34,7 +34,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxload
-from jaxload import make_loader
+from jaxload import PipelineOptions, make_loader
 from jaxload.checkpoint import LoaderRestore, LoaderSave
 from jaxload.transforms import ColorJitter, ImageTransforms, Normalize, RandomResizedCrop
 
@@ -156,7 +156,7 @@ def main() -> None:
         seed=args.seed,
         delta_timestamps={"action": [k / fps for k in range(CHUNK)]},
         sharding=data_sharding,
-        num_workers=args.workers,
+        options=PipelineOptions(num_workers=args.workers),
         decode_device=args.decode_device,
         batch_transform=Normalize.from_datasets(
             dataset_dir, {"observation.state": "mean_std", "action": "mean_std"}

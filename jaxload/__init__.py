@@ -22,7 +22,8 @@ Package layout (one concern per home):
     transforms/ image transforms keyed by (seed, position), on CPU or devices; Normalize
     storage/    datasets at URLs (s3://, gs://, hf://): byte-range reads, cache, prefetch
     converters/ jaxload convert (LeRobot v2.1/v3.0 -> jaxload)
-    tools/      benchmarks, autotune, eval sharding, doctor (never imported by a trainer)
+    autotune/   loader settings from measurements of this machine and the dataset
+    tools/      benchmarks, eval sharding, doctor (never imported by a trainer)
 
 Heavier pieces import lazily (the loader pulls in Grain and JAX on first use).
 """
@@ -43,8 +44,9 @@ from jaxload.metadata import DatasetMetadata
 __version__ = "0.1.0"
 
 _LAZY = {
-    "make_loader": "jaxload.pipeline.loader",
+    "make_loader": "jaxload.pipeline.make_loader",
     "Loader": "jaxload.pipeline.loader",
+    "LoaderSpec": "jaxload.pipeline.spec",
     "DatasetSource": "jaxload.pipeline.sources",
     "PipelineOptions": "jaxload.pipeline.options",
     "LoaderSave": "jaxload.checkpoint",
@@ -82,6 +84,7 @@ __all__ = [
     "Loader",
     "LoaderRestore",
     "LoaderSave",
+    "LoaderSpec",
     "Normalize",
     "PipelineOptions",
     "RemoteError",

@@ -21,7 +21,9 @@ import numpy as np
 from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.errors import DatasetError, WindowError
 from jaxload.format import layout
-from jaxload.format.reader import ShardReaders, unique_pairs
+from jaxload.format.reader import DatasetFiles
+from jaxload.format.shards import read_requests, unique_pairs
+from jaxload.format.storage import RecordReader
 from jaxload.metadata import DatasetMetadata, EpisodeTable, shape_dtype_structs
 from jaxload.storage.urls import warn_if_unused
 from jaxload.windows import resolve_delta_timestamps, window_frames
@@ -69,12 +71,12 @@ class JaxloadDataset:
         storage_options: Mapping[str, Any] | None = None,
         remote: Any = None,
     ):
-        from jaxload.storage.files import open_files
+        from jaxload.storage.object_store import RemoteRecords, open_storage
 
         self.path = str(path)
-        files = open_files(path, storage_options=storage_options, remote=remote)
-        # Where the metadata files are: the dataset, or a local copy of a remote one's meta/.
-        self.meta_root = files.root
+        # Where its files live: a local directory, or an object store (a URL).
+        self.storage = open_storage(path, storage_options=storage_options, remote=remote)
+        files = DatasetFiles(self.storage)
         self.info = files.info
         self.fps = self.info.fps
         self.camera_keys = sorted(self.info.cameras)
@@ -100,7 +102,11 @@ class JaxloadDataset:
         )
         self._num_frames = int(self.episode_lengths.sum())
         self._segment_starts: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # _segment_index
-        self._readers: ShardReaders = files.readers
+        self._readers: RecordReader = files.readers
+        # The RemoteStore of a dataset read from object storage (fetching ahead, stats).
+        self.remote_store = (
+            files.readers.store if isinstance(files.readers, RemoteRecords) else None
+        )
         self._speed = None
         if speed:  # per-task speed bucket of each episode (jaxload.stats.speed)
             from jaxload.stats.speed import speed_labels
@@ -142,7 +148,7 @@ class JaxloadDataset:
     def meta(self) -> DatasetMetadata:
         """The whole dataset's metadata (`LeRobotDatasetMetadata`'s names), built on first use."""
         return DatasetMetadata(
-            self.meta_root, self.info, EpisodeTable(*self._all_episodes), self._tasks
+            self.storage, self.info, EpisodeTable(*self._all_episodes), self._tasks
         )
 
     @property
@@ -240,11 +246,6 @@ class JaxloadDataset:
                 sample[cam] = images[b, 0] if squeeze else images[b]
         return samples
 
-    @property
-    def remote_store(self) -> Any:
-        """The `jaxload.storage.remote.RemoteStore` of a dataset opened from a URL, else None."""
-        return getattr(self._readers, "store", None)
-
     def plan_read(self, positions: Sequence[int]) -> ReadPlan:
         """What reading `positions` reads, worked out once: `jaxload.storage.prefetch`
         plans a batch's reads ahead (`ReadPlan.record_keys`) and hands the plan to
@@ -285,21 +286,23 @@ class JaxloadDataset:
         return requests, ep, needed, pads, local_frames
 
     def read_encoded(
-        self, positions: Sequence[int], plan: ReadPlan | None = None
+        self, positions: Sequence[int], plan: ReadPlan | None = None, context: Any = None
     ) -> tuple[list[Sample], dict[str, EncodedFrames]]:
         """Samples without their camera keys, plus each camera's frames still compressed.
 
         `EncodedFrames.decode(device)` yields (B, T, H, W, 3) frames; a one-frame camera
         window (and a camera without window) is squeezed to (H, W, 3) per sample, as
         LeRobot does. This split lets the training process decode on its GPU. `plan`:
-        `plan_read` of the same positions, made earlier (used only if it is theirs).
+        `plan_read` of the same positions, made earlier (used only if it is theirs);
+        `context`: what the loader's read stage tells a remote store of this read
+        (`jaxload.storage.remote.ReadContext`).
         """
         positions = self._check_positions(positions)
         if plan is not None and np.array_equal(plan.positions, positions):
             requests, ep, needed, pads, local_frames = plan.parts
         else:
             requests, ep, needed, pads, local_frames = self._requests(positions)
-        records, slots = self._readers.read_requests(requests)
+        records, slots = read_requests(self._readers, requests, context)
 
         videos = {}
         for cam in self.camera_keys:

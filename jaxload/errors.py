@@ -62,3 +62,9 @@ class WorkerTimeoutError(JaxloadError):
 class UnguardedScriptError(JaxloadError, RuntimeError):
     """A script starts loader worker processes from its top level, outside
     `if __name__ == "__main__":`; each worker would run that top level again."""
+
+
+class WorkerDiedError(JaxloadError):
+    """A worker process ended while the pipeline needed it (a signal such as the OOM
+    killer's SIGKILL, or a crash). The loader drops that pipeline: the next next()
+    starts new workers at the position of the batch not yet served."""

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.format.layout import DatasetInfo
+from jaxload.format.storage import DatasetStorage, as_storage
 
 # LeRobot's names for the axes of a camera feature (its meta/info.json, HWC).
 CAMERA_NAMES = ["height", "width", "channels"]
@@ -122,18 +123,19 @@ class DatasetMetadata:
 
     def __init__(
         self,
-        root: str | os.PathLike,
+        root: str | os.PathLike | DatasetStorage,
         info: DatasetInfo,
         episodes: EpisodeTable,
         tasks: Mapping[int, str],
     ):
-        self.root = str(root)
+        self.storage = as_storage(root)  # where the files are (stats are read on first use)
+        self.root = self.storage.name
         self._info = info
         self.episodes = episodes
         self._tasks = dict(tasks)
 
     @classmethod
-    def load(cls, root: str | os.PathLike) -> DatasetMetadata:
+    def load(cls, root: str | os.PathLike | DatasetStorage) -> DatasetMetadata:
         """The metadata of the converted dataset at `root` (its meta/ files only)."""
         from jaxload.format.reader import read_episodes, read_info, read_tasks
 
@@ -210,7 +212,7 @@ class DatasetMetadata:
         from jaxload.stats.store import load_stats
 
         out = {}
-        for key, s in load_stats(self.root, sketch=False).items():
+        for key, s in load_stats(self.storage, sketch=False).items():
             names = [n for n in STAT_ORDER if n not in QUANTILES or n in s.quantiles]
             out[key] = {n: np.asarray(s.get(n)) for n in names}
         return out

@@ -13,7 +13,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxload import make_loader
+from jaxload import PipelineOptions, make_loader
 
 WINDOW = {"action": [0.0, 0.1], "observation.image": [-0.1, 0.0]}
 
@@ -21,9 +21,13 @@ WINDOW = {"action": [0.0, 0.1], "observation.image": [-0.1, 0.0]}
 def compare(paths, **kw):
     sharding = NamedSharding(jax.make_mesh((4,), ("data",)), P("data"))
     common = dict(global_batch_size=8, seed=5, sharding=sharding, **kw)
-    on_device = make_loader(paths, decode_device="device", num_workers=1, **common)
-    in_workers = make_loader(paths, decode_device="cpu", num_workers=0, **common)
-    assert on_device.encoded == ("observation.image",)
+    on_device = make_loader(
+        paths, decode_device="device", options=PipelineOptions(num_workers=1), **common
+    )
+    in_workers = make_loader(
+        paths, decode_device="cpu", options=PipelineOptions(num_workers=0), **common
+    )
+    assert on_device.spec.placement.encoded == ("observation.image",)
     with on_device, in_workers:
         for _ in range(3):
             got, want = next(on_device), next(in_workers)

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 import jaxload
-import jaxload.tools.autotune as A
+import jaxload.autotune as A
 from jaxload.cli import main
 from jaxload.converters.convert import convert
 from jaxload.pipeline import machine as M
-from jaxload.pipeline.loader import make_loader
+from jaxload.pipeline.make_loader import make_loader
+from jaxload.pipeline.options import PipelineOptions
 
 GiB = 2**30
 WINDOWS = {"action": [k / 10 for k in range(8)], "observation.image": [-0.1, 0.0]}
@@ -70,7 +71,7 @@ def test_recommendation_on_this_machine(dataset, capsys):
     call = rec.make_loader_call()
     ast.parse(call)
     # (jaxload.make_loader is the contract's name; jaxload/__init__ may not export it yet)
-    namespace = types.SimpleNamespace(make_loader=make_loader)
+    namespace = types.SimpleNamespace(make_loader=make_loader, PipelineOptions=PipelineOptions)
     loader = eval(call, {"jaxload": namespace})  # our own generated text
     with loader:
         assert loader.options.num_workers == rec.num_workers
@@ -193,7 +194,7 @@ def test_cli_prints_a_recommendation_and_json(dataset, capsys):
 
 
 def test_tuned_loader_kwargs_keep_explicit_settings_and_log_the_choice(dataset, caplog):
-    with caplog.at_level(logging.INFO, logger="jaxload.tools.autotune.recommend"):
+    with caplog.at_level(logging.INFO, logger="jaxload.autotune.recommend"):
         kwargs = A.tuned_loader_kwargs(
             [jaxload.open(dataset)], overrides={"prefetch": 7, "num_workers": None}
         )

@@ -20,11 +20,11 @@ import pytest
 import requests
 from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
-from jaxload.converters import remote
 from jaxload.converters.convert import convert
 from jaxload.converters.lerobot_v3 import LeRobotV3Source
-from jaxload.converters.remote import RetryPolicy
 from jaxload.errors import JaxloadError
+from jaxload.storage import retry as remote
+from jaxload.storage.retry import RetryPolicy
 from tests.helpers import tree_bytes
 from tests.lerobot_factory import write_lerobot_v3
 from tests.remote_fakes import SHA, Faults, FaultyFileSystem, LocalHub, downloads

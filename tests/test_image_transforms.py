@@ -258,14 +258,15 @@ DEVICE_SCRIPT = textwrap.dedent(
             "device": dict(image_transforms_on="device"),
             "decode_on_device": dict(decode_device="device"),  # auto -> transforms on devices
         }.items():
-            loader = jaxload.make_loader(sys.argv[1], global_batch_size=8, seed=5, num_workers=0,
+            loader = jaxload.make_loader(sys.argv[1], global_batch_size=8, seed=5,
+                                         options=jaxload.PipelineOptions(num_workers=0),
                                          sharding=sharding, image_transforms=AUGMENT, **kw)
             with loader:
                 batches = [next(loader) for _ in range(3)]
             top = "observation.images.top"
             assert all(b[top].sharding.spec == P("data") for b in batches)
             out[name] = np.concatenate([np.asarray(b[top]) for b in batches]).tolist()
-            out[name + "_on"] = loader.image_transforms_on
+            out[name + "_on"] = loader.spec.placement.image_transforms_on
         print(json.dumps(out))
     """
 )

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import shutil
+import tempfile
 import threading
 import time
 
@@ -20,6 +21,7 @@ from jaxload.converters.convert import convert
 from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError
 from jaxload.format.chunks import decode_chunk, record_offsets
 from jaxload.storage.cache import RecordCache, simulate
+from jaxload.storage.object_store import ObjectStore
 from jaxload.storage.remote import RemoteOptions
 from jaxload.storage.retry import RetryPolicy
 
@@ -75,6 +77,51 @@ def _remote(server, url="s3://bucket/ds", **kwargs):
     return jaxload.open(
         url, delta_timestamps=WINDOWS, storage_options=server.storage_options(), remote=options
     )
+
+
+def test_metadata_is_read_by_name_where_it_lives(clean, converted):
+    """Opening a dataset URL reads the metadata files the format names, from the store
+    (jaxload.storage.object_store): an unrelated object under meta/ is never fetched and
+    nothing is copied to local disk. Before, every object under meta/ was fetched whole
+    into a local temporary directory at open."""
+    fs = clean.filesystem()
+    fs.pipe("bucket/ds/meta/unrelated.bin", b"\0" * (4 << 20))
+    scratch = set(os.listdir(tempfile.gettempdir()))
+    clean.reset_counters()
+    try:
+        ds = _remote(clean)
+        fetched = clean.counters()["bytes"]
+        stats = ds.stats  # meta/stats.json, read there too
+    finally:
+        fs.rm("bucket/ds/meta/unrelated.bin")
+    assert fetched < 1 << 20, fetched
+    made = {n for n in set(os.listdir(tempfile.gettempdir())) - scratch if "meta" in n}
+    assert made == set()
+    local = jaxload.open(converted)
+    assert ds.meta.total_frames == local.meta.total_frames and stats.keys() == local.stats.keys()
+    assert isinstance(ds.storage, ObjectStore) and ds.storage.name == "s3://bucket/ds"
+
+
+def test_the_format_reader_reads_a_url_and_a_directory_through_one_interface(clean, converted):
+    """`DatasetFiles` over a `DatasetStorage`: a local directory and an object store give
+    the same info, episode table, tasks and verified records."""
+    from jaxload.format.reader import DatasetFiles
+    from jaxload.format.storage import DatasetStorage, LocalDirectory, RecordReader
+    from jaxload.storage.object_store import open_storage
+
+    options = RemoteOptions(retry=FAST_RETRY)
+    url = open_storage("s3://bucket/ds", storage_options=clean.storage_options(), remote=options)
+    local = open_storage(converted)
+    assert isinstance(local, LocalDirectory) and isinstance(url, ObjectStore)
+    assert isinstance(local, DatasetStorage) and isinstance(url, DatasetStorage)
+    a, b = DatasetFiles(local), DatasetFiles(url)
+    assert isinstance(a.readers, RecordReader) and isinstance(b.readers, RecordReader)
+    assert a.info == b.info and a.tasks() == b.tasks()
+    assert np.array_equal(a.episodes.length, b.episodes.length)
+    records = range(a.info.shard_records[0])
+    assert a.readers.read(0, records) == b.readers.read(0, records)
+    assert url.read("meta/no_such_file.json") is None
+    assert b.episodes.where(0).startswith("s3://bucket/ds/data/")
 
 
 def test_byte_range_decoding_equals_arrayrecords_own_reader_for_every_record(converted):
@@ -399,7 +446,7 @@ def test_the_sweep_is_no_longer_than_two_reads_of_the_dataset(clean):
     store = _remote(clean, cache_bytes=1 << 30).remote_store
     shards = range(store.info.num_shards)
     store.load_offsets(shards)
-    dataset_bytes = sum(int(store.offsets(s)[-1]) for s in shards)
+    dataset_bytes = sum(int(store.offsets.of(s)[-1]) for s in shards)
     lead, window = store.lookahead(0.01, dataset_bytes / 10)  # a batch reads a tenth of it
     assert window - lead == 20 and store.stats()["sweep_period"] == 20
 
@@ -688,12 +735,12 @@ def test_remote_options_may_be_a_dict_and_a_wrong_name_is_said(converted, clean)
 
 def test_retries_of_one_dataset_warn_once_per_window_and_count_the_rest(clean, caplog):
     # In an outage every range in flight retries: one warning line per range, ~20 at once.
-    store = _remote(clean).remote_store
+    transport = _remote(clean).remote_store.transport
     with caplog.at_level(logging.DEBUG, logger="jaxload.storage"):
         for i in range(5):
-            store._warn_retry("%s: down; retry %d", "s3://bucket/ds/x", i)
-        store._retry_quiet_until = 0.0  # the window is over
-        store._warn_retry("%s: down; retry %d", "s3://bucket/ds/x", 5)
+            transport._warn_retry("%s: down; retry %d", "s3://bucket/ds/x", i)
+        transport._retry_quiet_until = 0.0  # the window is over
+        transport._warn_retry("%s: down; retry %d", "s3://bucket/ds/x", 5)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
         "s3://bucket/ds/x: down; retry 0",
@@ -752,10 +799,14 @@ def test_disk_cache_removes_only_directories_of_dead_processes(tmp_path):
 def test_requests_merge_across_small_gaps_and_split_at_the_size_limit(clean):
     store = _remote(clean, coalesce_bytes=0, max_request_bytes=1).remote_store
     store.load_offsets([0])
-    offsets = store.offsets(0)
+    offsets = store.offsets.of(0)
+
+    def options(**fields):  # the store's and its transport's (which sizes the gap)
+        store.options = store.transport.options = RemoteOptions(**fields)
+
     # No gap allowed: adjacent records merge, a skipped record splits; 1 byte: one each.
     assert [r[3] for r in store._requests([(0, 1), (0, 2), (0, 4)])] == [[1], [2], [4]]
-    store.options = RemoteOptions(coalesce_bytes=0)
+    options(coalesce_bytes=0)
     requests = store._requests([(0, 1), (0, 2), (0, 4)])
     assert [r[3] for r in requests] == [[1, 2], [4]]
     assert [r[1:3] for r in requests] == [
@@ -765,11 +816,9 @@ def test_requests_merge_across_small_gaps_and_split_at_the_size_limit(clean):
     # A gap of one record merges once allowed; the size limit then splits the run where
     # the next record would pass it.
     gap = int(offsets[4] - offsets[3])
-    store.options = RemoteOptions(coalesce_bytes=gap)
+    options(coalesce_bytes=gap)
     assert [r[3] for r in store._requests([(0, 1), (0, 2), (0, 4)])] == [[1, 2, 4]]
-    store.options = RemoteOptions(
-        coalesce_bytes=gap, max_request_bytes=int(offsets[4] - offsets[1])
-    )
+    options(coalesce_bytes=gap, max_request_bytes=int(offsets[4] - offsets[1]))
     assert [r[3] for r in store._requests([(0, 1), (0, 2), (0, 4)])] == [[1, 2], [4]]
     # Every record of every request is fetched, verified and equal to a plain read.
     assert store.read(0, [1, 2, 4]) == _remote(clean).remote_store.read(0, [1, 2, 4])

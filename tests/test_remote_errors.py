@@ -9,7 +9,6 @@ import pickle
 import pytest
 
 import jaxload.errors
-from jaxload.converters import remote as converters_remote
 from jaxload.converters.storage import storage_errors
 from jaxload.errors import DatasetError, JaxloadError, RemoteError, SourceError
 from jaxload.storage import retry
@@ -52,7 +51,6 @@ class HttpError(Exception):
 
 def test_remote_error_is_a_jaxload_error_of_its_own_importable_from_everywhere():
     assert retry.RemoteError is RemoteError is jaxload.errors.RemoteError
-    assert converters_remote.RemoteError is RemoteError
     assert issubclass(RemoteError, JaxloadError)
     # A transport failure, whether of a source, an upload or a converted dataset.
     assert not issubclass(RemoteError, SourceError)

@@ -65,12 +65,31 @@ def test_make_loader_serves_each_datasets_own_episodes(two_datasets):
         assert loader.epoch_size == 5 + 6 + 9
 
 
-def test_pipeline_options_are_checked_and_shorthands_agree():
+def test_pipeline_options_are_checked():
     with pytest.raises(ValueError, match="num_workers must be an integer >= 0"):
         PipelineOptions(num_workers=-1)
     with pytest.raises(ValueError, match="choose one of"):
         PipelineOptions(decode_device="gpu")
-    with pytest.raises(ValueError, match="set both"):
-        PipelineOptions(num_workers=2).merged(num_workers=3)
-    resolved = PipelineOptions(num_workers=1).merged(prefetch=4).resolve()
+    resolved = PipelineOptions(num_workers=1, prefetch=4).resolve()
     assert (resolved.num_workers, resolved.read_threads, resolved.prefetch) == (1, 2, 4)
+
+
+def test_deprecated_shorthands_warn_and_never_mix_with_options(tmp_path):
+    from tests.fake_dataset import FakeDataset
+
+    ds = FakeDataset([5, 7])
+    with pytest.warns(DeprecationWarning, match=r"make_loader\(num_workers=0\).*options="):
+        loader = jaxload.make_loader(
+            ds, global_batch_size=4, num_workers=0, host_count=1, host_index=0
+        )
+    assert loader.options.num_workers == 0
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="inside `options`"):
+        jaxload.make_loader(
+            ds, global_batch_size=4, prefetch=3, options=PipelineOptions(num_workers=0)
+        )
+    # decode_device (the stable contract's keyword) sets the option unless it names another.
+    with pytest.raises(ValueError, match="name the device once"):
+        jaxload.make_loader(
+            ds, global_batch_size=4, decode_device="cpu",
+            options=PipelineOptions(decode_device="cuda"),
+        )  # fmt: skip

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import jaxload
+import jaxload.format.storage
 from jaxload import format as fmt
 from jaxload.converters.convert import convert
 from jaxload.errors import DatasetError
@@ -147,10 +148,10 @@ def test_read_only_dataset_falls_back_to_memory_with_one_warning(tmp_path, caplo
     try:
         if os.access(meta, os.W_OK):  # root ignores permissions: fail the write like EROFS
 
-            def read_only(path, obj):
+            def read_only(path, data):
                 raise OSError(30, "Read-only file system", str(path))
 
-            monkeypatch.setattr(fmt, "write_json_atomic", read_only)
+            monkeypatch.setattr(jaxload.format.storage, "write_bytes_atomic", read_only)
         with caplog.at_level(logging.WARNING, logger="jaxload.stats.speed"):
             first = speed.speed_labels(root, process_index=0)
             second = speed.speed_labels(root, process_index=0)

@@ -14,7 +14,7 @@ import pytest
 
 from jaxload import PipelineOptions, make_loader
 from jaxload.converters.convert import convert
-from jaxload.errors import BatchTransformError, WorkerTimeoutError
+from jaxload.errors import BatchTransformError, WorkerDiedError, WorkerTimeoutError
 from jaxload.pipeline import shared_batch
 from tests import fault_helpers
 from tests.test_loader import assert_batches_equal
@@ -113,6 +113,38 @@ def test_a_stopped_worker_raises_naming_it_and_the_loader_resumes(dataset):
             os.kill(stopped, signal.SIGKILL)
     while len(got) < len(want):  # same position, new workers
         got.append(next(loader))
+    assert_batches_equal(got, want)
+    loader.close()
+
+
+def test_a_killed_worker_raises_naming_it_and_no_batch_is_skipped(dataset):
+    """SIGKILL, what the OOM killer sends: before, the first next() raised Grain's bare
+    RuntimeError and every later one skipped the dead worker's batches while `position`
+    counted them. Now a WorkerDiedError names the worker, the signal and the batch it
+    held; the next next() starts new workers at the position not yet served, and every
+    batch equals the undisturbed run's at the same position, with `get_state` exact."""
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
+    want = [next(reference) for _ in range(16)]
+    options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    loader = make_loader(dataset, options=options, **KW)
+    got = [next(loader) for _ in range(2)]  # both workers started
+    workers = sorted(
+        (p for p in multiprocessing.active_children() if p.name.startswith("grain-process")),
+        key=lambda p: p.pid,
+    )
+    assert len(workers) == 2
+    killed = workers[0].pid
+    os.kill(killed, signal.SIGKILL)
+    with pytest.raises(WorkerDiedError) as caught:
+        for _ in range(20):  # what was read ahead, then the dead one's turn
+            got.append(next(loader))
+    message = str(caught.value)
+    assert f"(pid {killed}) was killed by signal 9 (SIGKILL, e.g. by the OOM killer)" in message
+    assert f"next() restarts them at position {4 * len(got)}" in message, message
+    assert loader.get_state()["position"] == 4 * len(got)
+    while len(got) < len(want):  # same position, new workers
+        got.append(next(loader))
+        assert loader.get_state()["position"] == 4 * len(got)
     assert_batches_equal(got, want)
     loader.close()
 

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.tools.autotune import recommend
+    from jaxload.autotune import recommend
 
     rec = recommend(
         args.paths,

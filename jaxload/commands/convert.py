@@ -106,8 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from jaxload.converters.convert import DEFAULT_GOP, convert
-    from jaxload.converters.remote import RetryPolicy
     from jaxload.converters.writer import DEFAULT_SHARD_BYTES
+    from jaxload.storage.retry import RetryPolicy
 
     logging.basicConfig(stream=sys.stderr, format="jaxload convert: %(message)s")
     retry = None

@@ -76,13 +76,12 @@ def _dataset_info(args: argparse.Namespace, options: dict[str, Any] | None) -> i
     from jaxload.tools.dataset_path import locate
 
     where = locate(args.path, options)
-    with where.messages():
-        info = fmt.read_info(where.root)
-        if args.json:
-            print(json.dumps(info.to_json(), indent=2))
-            return 0
-        tasks = len(read_tasks(where.root))
-        stats = _stats_section(args.path, where.root)
+    info = fmt.read_info(where.storage)
+    if args.json:
+        print(json.dumps(info.to_json(), indent=2))
+        return 0
+    tasks = len(read_tasks(where.storage))
+    stats = _stats_section(args.path, where.storage)
     size = where.total_bytes()
     shards = f"{info.num_shards} shard{'s' if info.num_shards != 1 else ''}"
     print(f"{args.path}: jaxload dataset, format version {info.format_version}")
@@ -126,15 +125,15 @@ def _camera(cam: Any, psnr: dict[str, float] | None) -> str:
     return text
 
 
-def _stats_section(path: str, root: str) -> list[str]:
-    """A compact stats block; `jaxload stats PATH` has every dimension. (`root` holds the
-    dataset's meta/: PATH itself, or a local copy of a URL's.)"""
+def _stats_section(path: str, storage: Any) -> list[str]:
+    """A compact stats block; `jaxload stats PATH` has every dimension (`storage`: where
+    PATH's files are)."""
     from jaxload.commands import stats
     from jaxload.errors import JaxloadError
 
     try:
-        per_key = stats.load(root)
+        per_key = stats.load(storage)
     except JaxloadError as e:
-        return [f"  stats: none ({str(e).replace(root, path)})"]
+        return [f"  stats: none ({e})"]
     lines = [f"  stats (every dimension: jaxload stats {path}):"]
     return lines + [f"    {line}" for line in stats.compact_lines(per_key)]

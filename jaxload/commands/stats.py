@@ -51,10 +51,9 @@ def run(args: argparse.Namespace) -> int:
     from jaxload.stats import stats_to_json
     from jaxload.tools.dataset_path import locate, storage_options_of
 
-    where = locate(args.path, storage_options_of(args))  # a URL's meta/, copied
-    with where.messages():
-        info = fmt.read_info(where.root)  # names a LeRobot directory or a missing dataset
-        stats = load(where.root, args.key)
+    where = locate(args.path, storage_options_of(args))
+    info = fmt.read_info(where.storage)  # names a LeRobot directory or a missing dataset
+    stats = load(where.storage, args.key)
     if args.out:
         fmt.write_json_atomic(args.out, stats_to_json(stats))
     if args.json:
@@ -66,16 +65,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load(path: str | os.PathLike, keys: list[str] | None = None) -> dict[str, Any]:
-    """The dataset's stats per key; a DatasetError naming any asked-for key it lacks."""
+def load(where: Any, keys: list[str] | None = None) -> dict[str, Any]:
+    """The stats per key of the dataset at `where` (a path or its DatasetStorage); a
+    DatasetError naming any asked-for key it lacks."""
     from jaxload.errors import DatasetError
+    from jaxload.format.storage import as_storage
     from jaxload.stats import load_stats
 
-    stats = load_stats(path, keys, sketch=False)
+    storage = as_storage(where)
+    stats = load_stats(storage, keys, sketch=False)
     unknown = [k for k in keys or () if k not in stats]
     if unknown:
-        have = ", ".join(load_stats(path, sketch=False))
-        raise DatasetError(f"{path}: no stats for {', '.join(map(repr, unknown))} (has: {have})")
+        have = ", ".join(load_stats(storage, sketch=False))
+        raise DatasetError(
+            f"{storage.name}: no stats for {', '.join(map(repr, unknown))} (has: {have})"
+        )
     return stats
 
 

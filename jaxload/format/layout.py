@@ -308,34 +308,33 @@ def num_blocks(length: int) -> int:
     return -(-length // FRAMES_PER_BLOCK)
 
 
-def read_info(root: str | os.PathLike) -> DatasetInfo:
-    """Loads and validates meta/info.json of the dataset at `root`."""
-    path = Path(root) / INFO_PATH
-    if not Path(root).is_dir():
-        raise DatasetError(f"{root}: no such directory (a jaxload dataset is a directory)")
-    if not path.is_file():
-        raise DatasetError(f"{path}: missing; is {root} a jaxload dataset (`jaxload convert`)?")
+def parse_info(data: bytes, where: str, root: str) -> DatasetInfo:
+    """meta/info.json's bytes (read from `where`, the dataset at `root`) parsed and
+    validated; a LeRobot dataset's info.json is said to be one."""
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise DatasetError(f"{path}: unreadable ({e})") from e
+        raw = json.loads(data)
+    except ValueError as e:
+        raise DatasetError(f"{where}: unreadable ({e})") from e
     if isinstance(raw, dict) and raw.get("format") != FORMAT_NAME and "codebase_version" in raw:
         raise DatasetError(
             f"{root} is a LeRobot dataset ({raw['codebase_version']}), not a jaxload dataset: "
             f"convert it first with `jaxload convert {root} OUT`"
         )
-    return DatasetInfo.from_json(raw, str(path))
+    return DatasetInfo.from_json(raw, where)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Writes JSON so readers see the old file or the new one, never a torn one.
+    """Writes JSON so readers see the old file or the new one, never a torn one."""
+    write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
 
-    A unique temp name per writer makes concurrent writers safe: each replaces atomically.
-    """
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Writes `data` so readers see the old file or the new one, never a torn one. A unique
+    temp name per writer makes concurrent writers safe: each replaces atomically."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -393,7 +392,7 @@ __all__ = [
     "hash_record",
     "num_blocks",
     "offsets_path",
-    "read_info",
+    "parse_info",
     "record_key",
     "seal_record",
     "segment_column",
@@ -401,5 +400,6 @@ __all__ = [
     "shard_path",
     "strings_column",
     "unseal_record",
+    "write_bytes_atomic",
     "write_json_atomic",
 ]

@@ -2,9 +2,11 @@
 
 Every part of jaxload that reads a converted dataset (the map-style dataset, doctor, stats,
 speed buckets, autotune probes, the converter's final assembly) goes through this module,
-so a change of the on-disk layout (`jaxload.format.layout`) touches one reader.
+so a change of the on-disk layout (`jaxload.format.layout`) touches one reader. It reads
+through a `jaxload.format.storage.DatasetStorage`: a local directory, or an object store
+(`jaxload.storage.open_storage(url)`), where the files live.
 
-    files = DatasetFiles("out/demo")
+    files = DatasetFiles("out/demo")                 # or DatasetFiles(open_storage(url))
     files.info.fps, len(files.episodes)
     for row, frames in files.iter_frame_rows():   # structured arrays, episode by episode
         ...
@@ -15,58 +17,61 @@ Errors are `DatasetError`s naming the file (and episode where there is one).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
 import os
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
+from jaxload.errors import DatasetError
 from jaxload.format import layout
-from jaxload.format.layout import DatasetInfo, read_info
-
-log = logging.getLogger("jaxload.format.reader")
+from jaxload.format.layout import DatasetInfo
+from jaxload.format.storage import DatasetStorage, LocalDirectory, as_storage
 
 # Frame-block records per read when streaming every frame (stats): few calls, bounded memory.
 READ_BLOCKS = 64
 
+Where = str | os.PathLike | DatasetStorage  # a dataset's directory, or its storage
 
-def read_parquet(path: str | os.PathLike, columns: Sequence[str] | None = None) -> Any:
-    """A metadata parquet file as a pyarrow Table; a DatasetError naming it when it is
-    missing or unreadable."""
+
+def read_info(where: Where) -> DatasetInfo:
+    """meta/info.json of the dataset at `where`, loaded and validated."""
+    storage = as_storage(where)
+    if isinstance(storage, LocalDirectory) and not storage.is_directory():
+        raise DatasetError(f"{storage.name}: no such directory (a jaxload dataset is a directory)")
+    data = storage.read(layout.INFO_PATH)
+    if data is None:
+        raise DatasetError(
+            f"{storage.where(layout.INFO_PATH)}: missing; is {storage.name} a jaxload dataset "
+            "(`jaxload convert`)?"
+        )
+    return layout.parse_info(data, storage.where(layout.INFO_PATH), storage.name)
+
+
+def read_parquet(where: Where, relative: str, columns: Sequence[str] | None = None) -> Any:
+    """The metadata parquet file at `relative` as a pyarrow Table; a DatasetError naming it
+    when it is missing or unreadable."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(path)
-    if not path.is_file():
-        raise DatasetError(f"{path}: missing; is {path.parent.parent} a jaxload dataset?")
+    storage = as_storage(where)
+    path = storage.where(relative)
+    data = storage.read(relative)
+    if data is None:
+        raise DatasetError(f"{path}: missing; is {storage.name} a jaxload dataset?")
     try:
-        return pq.read_table(path, columns=list(columns) if columns is not None else None)
+        return pq.read_table(
+            pa.py_buffer(data), columns=list(columns) if columns is not None else None
+        )
     except Exception as e:  # pyarrow raises several types for corrupt files
         raise DatasetError(f"{path}: unreadable parquet ({e})") from e
 
 
-def read_tasks(root: str | os.PathLike) -> dict[int, str]:
+def read_tasks(where: Where) -> dict[int, str]:
     """task_index -> task string (meta/tasks.parquet)."""
-    table = read_parquet(Path(root) / layout.TASKS_PATH, ["task_index", "task"])
+    table = read_parquet(where, layout.TASKS_PATH, ["task_index", "task"])
     return dict(zip(table["task_index"].to_pylist(), table["task"].to_pylist(), strict=True))
-
-
-def open_shard(path: str | os.PathLike) -> Any:
-    """An ArrayRecordReader over one shard (or a converter part file), with jaxload's
-    explicit reader options; a DatasetError naming the file when it is missing or corrupt."""
-    from array_record.python.array_record_module import ArrayRecordReader
-
-    if not os.path.isfile(path):
-        raise DatasetError(f"{path}: shard file missing")
-    try:
-        return ArrayRecordReader(str(path), layout.READER_OPTIONS)
-    except Exception as e:  # array_record raises RuntimeError/ValueError on corruption
-        raise DatasetError(f"{path}: corrupt shard ({e})") from e
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +124,7 @@ class Episodes:
 
     def where(self, row: int) -> str:
         """Where episode `row` lives, for error messages: its shard file and episode index."""
-        path = os.path.join(self.root, layout.shard_path(int(self.shard[row])))
+        path = f"{self.root.rstrip('/')}/{layout.shard_path(int(self.shard[row]))}"
         return f"{path}: episode {int(self.index[row])}"
 
     def frame_records(self, row: int) -> range:
@@ -160,7 +165,7 @@ class Episodes:
         return max(ends)
 
 
-def read_episodes(root: str | os.PathLike, info: DatasetInfo) -> Episodes:
+def read_episodes(where: Where, info: DatasetInfo) -> Episodes:
     """meta/episodes.parquet of the dataset at `root`, checked against its info.json.
 
     A table that contradicts info.json (episode or frame totals, a length < 1, a shard out
@@ -168,8 +173,9 @@ def read_episodes(root: str | os.PathLike, info: DatasetInfo) -> Episodes:
     within the episode) raises a DatasetError naming the file: a corrupt table must not
     shift which frames are served.
     """
-    path = Path(root) / layout.EPISODES_PATH
-    table = read_parquet(path)
+    storage = as_storage(where)
+    path = storage.where(layout.EPISODES_PATH)
+    table = read_parquet(storage, layout.EPISODES_PATH)
     strings = [k for k, f in info.features.items() if f.is_string]
     wanted = [*episode_columns(info.cameras), *map(layout.strings_column, strings)]
     missing = [c for c in wanted if c not in table.column_names]
@@ -180,7 +186,7 @@ def read_episodes(root: str | os.PathLike, info: DatasetInfo) -> Episodes:
         return table[name].to_numpy(zero_copy_only=False).astype(np.int64)
 
     episodes = Episodes(
-        root=str(root),
+        root=storage.name,
         index=ints("episode_index"),
         length=ints("length"),
         shard=ints("shard"),
@@ -202,7 +208,7 @@ def read_episodes(root: str | os.PathLike, info: DatasetInfo) -> Episodes:
     return episodes
 
 
-def _check_episodes(path: Path, episodes: Episodes, info: DatasetInfo) -> None:
+def _check_episodes(path: str, episodes: Episodes, info: DatasetInfo) -> None:
     def bad(message: str) -> DatasetError:
         return DatasetError(f"{path}: {message}; the table is corrupt (reconvert the dataset)")
 
@@ -290,160 +296,28 @@ def episode_columns(cameras: Sequence[str] | Mapping[str, Any]) -> list[str]:
     return columns
 
 
-class ShardReaders:
-    """Readers of a dataset's shards, one set per thread (ArrayRecord readers are not
-    shared across threads), reopened after pickling (each process opens its own).
+class DatasetFiles:
+    """A converted dataset's metadata and shards: the one reader of the on-disk format.
 
-    They serve exactly the dataset version that was opened (`info`): a shard is checked
-    when a thread first opens it (its record count, and that meta/info.json still holds
-    the opened fingerprint), and every record read is checked against its position-keyed
-    checksum (format version 3). A mismatch raises `DatasetChangedError` when the dataset
-    on disk is another version now, else `CorruptRecordError`; both name the shard and the
-    record, and `describe(shard, record)` (e.g. `Episodes.locate`) says what it holds.
+    Args:
+        where: the dataset's directory, or its `DatasetStorage` (a local directory or an
+            object store: `jaxload.storage.open_storage`).
+
+    Example:
+        >>> files = DatasetFiles("out/demo")
+        >>> files.info.fps, len(files.episodes), files.storage.name
+        (10, 4, 'out/demo')
     """
 
-    def __init__(
-        self,
-        root: str | os.PathLike,
-        info: DatasetInfo,
-        describe: Callable[[int, int], str] | None = None,
-    ):
-        self.root = str(root)
-        self.info = info
-        self.describe = describe
-        self._local = threading.local()
-        if not info.checked:
-            _warn_unchecked(self.root, info.format_version)
-
-    def path(self, shard: int) -> str:
-        return os.path.join(self.root, layout.shard_path(shard))
-
-    def get(self, shard: int) -> Any:
-        readers = self._local.__dict__.setdefault("readers", {})
-        if shard not in readers:
-            self._check_version()
-            reader = open_shard(self.path(shard))
-            readers[shard] = reader
-            self._check_record_count(shard, reader)
-        return readers[shard]
-
-    def read(self, shard: int, records: Sequence[int]) -> list[bytes]:
-        """Records of one shard (their payloads, verified), in one batched call."""
-        records = [int(r) for r in records]
-        try:
-            stored = self.get(shard).read(records)
-        except DatasetError:
-            raise
-        except Exception as e:  # array_record: RuntimeError on a bad chunk or an index past the end
-            self._check_version()
-            raise DatasetError(f"{self.path(shard)}: cannot read records ({e})") from e
-        if not self.info.checked:
-            return stored
-        seed = self.info.record_seed
-        payloads = [layout.unseal_record(d, seed, shard, r) for d, r in zip(stored, records)]
-        if any(p is None for p in payloads):
-            bad = records[next(i for i, p in enumerate(payloads) if p is None)]
-            self._check_version()
-            where = f" ({self.describe(shard, bad)})" if self.describe else ""
-            raise CorruptRecordError(
-                f"{self.path(shard)}: record {bad}{where} does not match its checksum: the "
-                f"file changed after conversion (dataset {self.root}); reconvert or restore it"
-            )
-        return payloads
-
-    def _check_version(self) -> None:
-        """Raises DatasetChangedError when meta/info.json is no longer the opened one."""
-        try:
-            now = read_info(self.root).fingerprint
-        except DatasetError as e:
-            raise DatasetChangedError(
-                f"{self.root}: the dataset changed on disk after it was opened ({e})"
-            ) from e
-        if now != self.info.fingerprint:
-            raise DatasetChangedError(
-                f"{self.root}: the dataset on disk is another version than the one opened "
-                f"(fingerprint {now[:12]}..., opened {self.info.fingerprint[:12]}...); "
-                "reopen it (and start a new run: a checkpoint of this one cannot resume there)"
-            )
-
-    def _check_record_count(self, shard: int, reader: Any) -> None:
-        if not self.info.shard_records:
-            return
-        expected, actual = self.info.shard_records[shard], reader.num_records()
-        if actual != expected:
-            raise DatasetError(
-                f"{self.path(shard)}: holds {actual} records but {layout.INFO_PATH} says "
-                f"{expected}: the shard is truncated or from another conversion"
-            )
-
-    def read_requests(
-        self, requests: Mapping[Any, tuple[np.ndarray, np.ndarray]]
-    ) -> tuple[list[bytes], dict[Any, np.ndarray]]:
-        """Reads every requested (shard, record) once, with one batched call per shard.
-
-        `requests` maps a key to (shard, record) arrays (broadcast together). Returns the
-        unique records and, per key, an array of the request's shape holding each (shard,
-        record)'s position in that list.
-        """
-        unique, inverse, shapes = unique_pairs(requests)
-        records: list[bytes] = [b""] * len(unique)
-        for shard in np.unique(unique[:, 0]):
-            rows = np.flatnonzero(unique[:, 0] == shard)
-            for row, data in zip(rows, self.read(int(shard), unique[rows, 1]), strict=True):
-                records[row] = data
-        slots, start = {}, 0
-        for key, shape in shapes.items():
-            size = int(np.prod(shape))
-            slots[key] = inverse[start : start + size].reshape(shape)
-            start += size
-        return records, slots
-
-    def close(self) -> None:
-        """Closes this thread's readers. A reader of a corrupt file can raise on close;
-        that must not replace the DatasetError that named the file."""
-        for reader in self._local.__dict__.pop("readers", {}).values():
-            with contextlib.suppress(Exception):  # the read raised (or will) with the path
-                reader.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"root": self.root, "info": self.info, "describe": self.describe}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._local = threading.local()
-
-
-_warned: set[str] = set()
-
-
-def _warn_unchecked(root: str, version: int) -> None:
-    """Once per dataset and process: its records carry no checksums."""
-    if root not in _warned:
-        _warned.add(root)
-        log.warning(
-            "%s: format version %d has no per-record checksums (reads are not verified); "
-            "`jaxload doctor %s` verifies its fingerprint, reconverting adds the checks",
-            root,
-            version,
-            root,
-        )
-
-
-class DatasetFiles:
-    """A converted dataset's metadata and shards: the one reader of the on-disk format."""
-
-    def __init__(self, root: str | os.PathLike):
-        self.root = str(root)
-        self.info = read_info(root)
-        self.episodes = read_episodes(root, self.info)
-        self.readers = ShardReaders(root, self.info, self.episodes.locate)
+    def __init__(self, where: Where):
+        self.storage = as_storage(where)
+        self.root = self.storage.name  # the directory or URL messages name
+        self.info = read_info(self.storage)
+        self.episodes = read_episodes(self.storage, self.info)
+        self.readers = self.storage.record_reader(self.info, self.episodes.locate)
 
     def tasks(self) -> dict[int, str]:
-        return read_tasks(self.root)
-
-    def frame_rows(self, row: int) -> np.ndarray:
-        """Every frame of episode `row` as a structured array (`info.frame_dtype`)."""
-        return np.concatenate(list(self._episode_rows(row, READ_BLOCKS)))
+        return read_tasks(self.storage)
 
     def iter_frame_rows(
         self, rows: Sequence[int] | None = None, *, blocks_per_read: int = READ_BLOCKS
@@ -486,24 +360,3 @@ class DatasetFiles:
         starts = self.episodes.segment_starts[camera][row]
         end = starts[segment + 1] if segment + 1 < len(starts) else self.episodes.length[row]
         return int(end - starts[segment])
-
-
-def unique_pairs(
-    requests: Mapping[Any, tuple[np.ndarray, np.ndarray]],
-) -> tuple[np.ndarray, np.ndarray, dict[Any, tuple[int, ...]]]:
-    """The (shard, record) pairs `requests` name (a key -> (shard, record) arrays,
-    broadcast together), sorted and unique, shape (n, 2); each requested pair's row in them
-    (flat, the requests in order); and each request's shape."""
-    shapes, packed = {}, []
-    for key, (shard, record) in requests.items():
-        shard, record = np.broadcast_arrays(
-            np.asarray(shard, np.int64), np.asarray(record, np.int64)
-        )
-        shapes[key] = record.shape
-        # One int64 per pair (records of a shard < 2**40): a 1-D unique, several times
-        # faster than np.unique(axis=0), in the same order.
-        packed.append((shard << 40 | record).reshape(-1))
-    if not packed:
-        return np.zeros((0, 2), np.int64), np.zeros(0, np.int64), shapes
-    unique, inverse = np.unique(np.concatenate(packed), return_inverse=True)
-    return np.stack([unique >> 40, unique & ((1 << 40) - 1)], -1), inverse.reshape(-1), shapes

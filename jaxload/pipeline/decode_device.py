@@ -91,7 +91,9 @@ def choose_decode_device(
             for k, c in sorted(d.info.cameras.items())
             if c.codec not in CPU_ONLY_CODECS
         )
-        machine = dataclasses.replace(machine, torchcodec_cuda=probe_torchcodec_cuda(d.path, cam))
+        machine = dataclasses.replace(
+            machine, torchcodec_cuda=probe_torchcodec_cuda(d.storage, cam)
+        )
     reasons: list[str] = []
     device = decide_decode_device(machine, codecs, ("cpu", "cuda"), reasons)
     return device, tuple(reasons)
@@ -115,8 +117,8 @@ def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None
         )
 
 
-def probe_decode(path: str, camera: str, device: str) -> None:
-    """Decodes one stored GOP of `camera` (dataset at `path`) on `device` through the
+def probe_decode(path: Any, camera: str, device: str) -> None:
+    """Decodes one stored GOP of `camera` (dataset at `path`, or its DatasetStorage) on `device` through the
     reader's own path (DatasetFiles -> EncodedFrames -> the decode backend); raises what
     that raises. CI runs it on "cpu", so an error in the path itself cannot hide."""
     import numpy as np
@@ -146,7 +148,7 @@ def probe_decode(path: str, camera: str, device: str) -> None:
 _NO_CUDA_DECODE = ("cuda", "nvdec", "cuvid", "nvcuvid", "driver", "device")
 
 
-def probe_torchcodec_cuda(path: str, camera: str) -> bool:
+def probe_torchcodec_cuda(path: Any, camera: str) -> bool:
     """Whether torchcodec decodes a stored GOP of `camera` on CUDA here (creates a CUDA
     context). Logged with the reason when it cannot."""
     try:

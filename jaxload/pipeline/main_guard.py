@@ -15,25 +15,27 @@ unexpectedly with exit code 1". Two checks turn that into `UnguardedScriptError`
   guarded by other means, such as `multiprocessing.current_process().name`, so it is left
   to the second check.)
 * `exit_if_bootstrapping`, in a worker that ran the script's top level and reached a
-  loader's start there anyway: it prints why and exits with UNGUARDED_EXIT_CODE, which
-  `explain_worker_crash` recognises in the training process.
+  loader's start there anyway: it prints why, leaves a marker named by its parent's pid
+  (`unguarded_marker`) and exits with UNGUARDED_EXIT_CODE; `explain_worker_crash` finds
+  the marker in the training process when the pipeline fails.
 
 Usage (what `Loader.start` does)::
 
     main_guard.check_before_start(num_workers)
     ...
-    except RuntimeError as e:  # from next() on Grain's iterator
-        error = main_guard.explain_worker_crash(e)
+    except Exception:  # from next() on Grain's iterator
+        error = main_guard.explain_worker_crash()
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
 import multiprocessing
 import os
-import re
 import sys
+import tempfile
 from types import FrameType, ModuleType
 
 from jaxload.errors import UnguardedScriptError
@@ -42,8 +44,6 @@ from jaxload.errors import UnguardedScriptError
 # EX_CONFIG); no other code of a Grain worker exits with it.
 UNGUARDED_EXIT_CODE = 78
 DOCS = 'docs/LOADER.md, "Worker processes and the `__main__` guard"'
-# Grain's message for a worker process that died (grain.experimental.mp_prefetch).
-_WORKER_DIED = re.compile(r"terminated unexpectedly with exit code (-?\d+)")
 _WHY = (
     "Worker processes start by running the script's top level again (multiprocessing's "
     '"spawn"), so each worker would build the loader and start workers of its own; '
@@ -52,7 +52,8 @@ _WHY = (
 )
 _FIX = (
     'Put the script\'s top-level code under `if __name__ == "__main__":` (or in a main() '
-    "called there), or pass num_workers=0 to read in this process; see " + DOCS + "."
+    "called there), or pass options=jaxload.PipelineOptions(num_workers=0) to read in this "
+    "process; see " + DOCS + "."
 )
 
 
@@ -60,6 +61,8 @@ def check_before_start(num_workers: int) -> None:
     """Raise UnguardedScriptError if starting `num_workers` workers now runs into an
     unguarded script; in a worker re-running the script, exit (`exit_if_bootstrapping`)."""
     exit_if_bootstrapping()
+    with contextlib.suppress(OSError):  # a marker of an earlier process of this pid
+        os.unlink(unguarded_marker(os.getpid()))
     where = unguarded_call_site()
     if where is not None:
         path, line = where
@@ -84,14 +87,23 @@ def exit_if_bootstrapping() -> None:
         file=sys.stderr,
         flush=True,
     )
+    with contextlib.suppress(OSError), open(unguarded_marker(os.getppid()), "w") as f:
+        f.write(str(script))
     raise SystemExit(UNGUARDED_EXIT_CODE)
 
 
-def explain_worker_crash(error: BaseException) -> UnguardedScriptError | None:
-    """The UnguardedScriptError behind Grain's "worker process was terminated" error, if
-    the worker exited from `exit_if_bootstrapping`; None for any other error."""
-    match = _WORKER_DIED.search(str(error))
-    if match is None or int(match.group(1)) != UNGUARDED_EXIT_CODE:
+def unguarded_marker(parent_pid: int) -> str:
+    """The file a worker of training process `parent_pid` leaves when it exits from
+    `exit_if_bootstrapping` (the worker never reaches Grain's worker_init_fn)."""
+    return os.path.join(tempfile.gettempdir(), f"jaxload-unguarded-{parent_pid}")
+
+
+def explain_worker_crash() -> UnguardedScriptError | None:
+    """The UnguardedScriptError behind a failed pipeline, if one of this process's workers
+    exited from `exit_if_bootstrapping` (its marker is taken); None otherwise."""
+    try:
+        os.unlink(unguarded_marker(os.getpid()))
+    except OSError:
         return None
     script = _rerun_script(sys.modules.get("__main__")) or "the training script"
     return UnguardedScriptError(

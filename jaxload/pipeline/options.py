@@ -59,7 +59,7 @@ class PipelineOptions:
         prefetch: batches the final prefetch thread keeps ready.
         decode_device: "cpu" (in the readers), "cuda" (NVDEC in the training process, onto
             each row's GPU), "device" (any device torchcodec decodes on), or "auto".
-        autotune: fill the knobs left None from measurements (`jaxload.tools.autotune`).
+        autotune: fill the knobs left None from measurements (`jaxload.autotune`).
         worker_timeout_s: seconds a worker process (or, without workers, the read threads)
             may take to deliver its next batch before next() raises
             `jaxload.errors.WorkerTimeoutError`; at least 4x the slowest batch seen so far
@@ -97,21 +97,6 @@ class PipelineOptions:
         if self.decode_device != "cpu":
             names.append("decode_device")
         return tuple(sorted(names))
-
-    def merged(self, **shorthand: Any) -> PipelineOptions:
-        """These options with make_loader's keyword shorthands (`num_workers=2`, ...) set;
-        a knob given both ways must agree."""
-        given = {k: v for k, v in shorthand.items() if v is not None}
-        if given.get("decode_device") == "cpu":
-            del given["decode_device"]
-        clash = {
-            k: (getattr(self, k), v)
-            for k, v in given.items()
-            if k in self.explicit and getattr(self, k) != v
-        }
-        if clash:
-            raise ValueError(f"set both in `options` and as make_loader arguments: {clash}")
-        return dataclasses.replace(self, **given)
 
     def resolve(self, cores: int | None = None, remote: bool = False) -> PipelineOptions:
         """Every knob set: the ones left None from `split_cores` on this machine's cores.

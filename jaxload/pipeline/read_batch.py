@@ -10,7 +10,7 @@ on CPU), then the batch transforms, and keeps the keys a batch holds
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grain
@@ -20,10 +20,9 @@ from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.decode.on_device import merge_encoded
 from jaxload.errors import BatchTransformError
 from jaxload.pipeline import shared_batch
-from jaxload.pipeline.batch_keys import KeySelection
-from jaxload.pipeline.batch_schema import BatchSchema, rename_key
-from jaxload.sampling.stream import SampleStream
-from jaxload.transforms.compose import ImageTransforms
+from jaxload.pipeline.batch_schema import rename_key
+from jaxload.pipeline.spec import LoaderSpec
+from jaxload.storage.prefetch import BatchReads, Lookahead
 from jaxload.transforms.on_device import POSITIONS_KEY
 
 Batch = dict[str, Any]
@@ -62,12 +61,6 @@ def _in_slot(array: np.ndarray, slots: dict) -> np.ndarray:
     return out
 
 
-def _few(items: list, limit: int = 8) -> str:
-    """A list for a message, cut after `limit` items."""
-    head = ", ".join(str(i) for i in items[:limit])
-    return f"[{head}{', ...' if len(items) > limit else ''}]"
-
-
 def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
     """Samples at dataset positions, with one batched read where the dataset offers it."""
     positions = [int(p) for p in positions]
@@ -79,57 +72,37 @@ def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
 class ReadBatch(grain.transforms.Map):
     """Batch number -> this host's rows of that global batch, collated (runs in workers).
 
-    A camera's batch array is torchcodec's output itself, frames already in (sample, slot)
-    order. In a Grain worker (`enable_shared_memory_output`, called by Grain) it is copied
-    once into one of the worker's reused shared-memory slots, which reaches the training
-    process without another copy (`jaxload.pipeline.shared_batch`).
+    Reads what its `LoaderSpec` says from global position `start` on. A camera's batch
+    array is torchcodec's output itself, frames already in (sample, slot) order. In a
+    Grain worker (`enable_shared_memory_output`, called by Grain) it is copied once into
+    one of the worker's reused shared-memory slots, which reaches the training process
+    without another copy (`jaxload.pipeline.shared_batch`). When a dataset is remote, a
+    `jaxload.storage.prefetch.Lookahead` plans and fetches ahead of each batch.
     """
 
-    def __init__(
-        self,
-        datasets: Sequence[Any],
-        stream: SampleStream,
-        schema: BatchSchema,
-        rows: np.ndarray,
-        *,
-        start: int,
-        global_batch_size: int,
-        transforms: Sequence[Callable[[Batch], Batch]] = (),
-        encoded: Sequence[str] = (),
-        keys: KeySelection | None = None,
-        image_transforms: ImageTransforms | None = None,
-        seed: int = 0,
-        with_positions: bool = False,
-    ):
-        self.datasets, self.stream, self.schema = list(datasets), stream, schema
-        self.rows, self.start, self.global_batch_size = rows, int(start), int(global_batch_size)
-        self.transforms = tuple(transforms)  # batch -> batch, in order (the transform seam)
-        self.encoded = tuple(encoded)  # camera keys the training process decodes
-        self.keys = keys  # the keys a batch holds, chosen after the transforms
-        # image transforms run here (CPU), keyed by (seed, global position)
-        self.image_transforms, self.seed = image_transforms, int(seed)
-        self.with_positions = with_positions  # the devices transform: they need positions
+    def __init__(self, spec: LoaderSpec, start: int):
+        self.spec, self.start = spec, int(start)
+        self.lookahead = (
+            Lookahead(spec, step=max(1, spec.options.num_workers)) if spec.remote_stores else None
+        )
         self.output_to_shared_memory = False
 
     def positions(self, k: int) -> np.ndarray:
         """Global stream positions of this host's rows of batch k."""
-        return self.start + int(k) * self.global_batch_size + self.rows
+        return self.spec.positions(self.start, k)
 
-    def locate(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(dataset index, dataset position) of each of this host's rows of batch k."""
-        return self.stream.locate(self.positions(k))
-
-    def planned_read(self, k: int, d: int) -> Any:
-        """Dataset d's `plan_read` for batch k if one was made ahead (the lookahead's)."""
-        return None
+    def describe(self, k: int) -> str:
+        """What batch k reads, for error messages (`LoaderSpec.describe`)."""
+        return self.spec.describe(self.start, k)
 
     def map(self, k: int) -> Batch:
+        reads = self.lookahead.before(int(k), self.positions) if self.lookahead else None
         if not self.output_to_shared_memory:
-            return self._read(k, None)
+            return self._read(k, reads, None)
         # id -> (array, its slot); holding the arrays keeps their ids unique meanwhile
         slots: dict[int, tuple[np.ndarray, shared_batch.SlotRef]] = {}
         try:
-            batch = self._read(k, slots)
+            batch = self._read(k, reads, slots)
             # What leaves the worker is a reference to the slot, not the array; slots whose
             # array is not in the batch (replaced by the batch transform) are given back.
             for key, value in batch.items():
@@ -141,67 +114,55 @@ class ReadBatch(grain.transforms.Map):
             for _, ref in slots.values():
                 shared_batch.worker_pool().release(ref)
 
-    def _read(self, k: int, slots: dict | None) -> Batch:
-        dataset_ids, ds_positions = self.locate(k)
+    def _read(self, k: int, reads: BatchReads | None, slots: dict | None) -> Batch:
+        spec, placement = self.spec, self.spec.placement
+        located = reads.located if reads is not None else None
+        dataset_ids, ds_positions = located or spec.stream.locate(self.positions(k))
         n = len(dataset_ids)
         samples: list[dict | None] = [None] * n
         videos: dict[str, list[tuple[np.ndarray, EncodedFrames]]] = {}
-        for d in np.unique(dataset_ids):
+        for d in np.unique(dataset_ids).tolist():
             where = np.flatnonzero(dataset_ids == d)
-            if hasattr(self.datasets[d], "read_encoded"):
-                mine, plan = ds_positions[where].tolist(), self.planned_read(k, int(d))
-                dataset = self.datasets[d]
-                got, encoded = (
-                    dataset.read_encoded(mine)
-                    if plan is None
-                    else dataset.read_encoded(mine, plan=plan)
-                )
+            dataset = spec.datasets[d]
+            if hasattr(dataset, "read_encoded"):
+                ahead = {}  # what the lookahead made for this read (only jaxload's datasets)
+                if reads is not None and d in reads.plans:
+                    ahead["plan"] = reads.plans[d]
+                if reads is not None and d in reads.contexts:
+                    ahead["context"] = reads.contexts[d]
+                got, encoded = dataset.read_encoded(ds_positions[where].tolist(), **ahead)
                 for raw_key, video in encoded.items():
-                    key = rename_key(raw_key, self.schema.key_maps[d])
+                    key = rename_key(raw_key, spec.schema.key_maps[d])
                     videos.setdefault(key, []).append((where, video))
             else:
-                got = read_samples(self.datasets[d], ds_positions[where])
+                got = read_samples(dataset, ds_positions[where])
             for i, sample in zip(where, got, strict=True):
                 samples[i] = sample
         to_decode = [
             (cam, where, video)
             for cam, parts in videos.items()
-            if cam not in self.encoded
+            if cam not in placement.encoded
             for where, video in parts
         ]
         frames: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         for (cam, where, _), part in zip(to_decode, decode_grouped([v for *_, v in to_decode])):
             frames.setdefault(cam, []).append((where, part))
         decoded = {cam: self._assemble(cam, parts, n, slots) for cam, parts in frames.items()}
-        batch = self.schema.collate(samples, dataset_ids, exclude=self.encoded, arrays=decoded)
-        for cam in self.encoded:
+        batch = spec.schema.collate(samples, dataset_ids, exclude=placement.encoded, arrays=decoded)
+        for cam in placement.encoded:
             batch[cam] = merge_encoded(videos[cam], n)
-        if self.image_transforms is not None:
-            batch = self.image_transforms.apply(batch, self.positions(k), self.seed)
+        in_readers = placement.transforms_in_readers
+        if in_readers is not None:
+            batch = in_readers.apply(batch, self.positions(k), spec.seed)
             if slots is not None:  # in a worker: reused shared memory, as decoded cameras
-                for key in self.image_transforms.keys:
+                for key in in_readers.keys:
                     batch[key] = _in_slot(batch[key], slots)
-        for transform in self.transforms:
+        for transform in spec.batch_transforms:
             batch = check_transformed(transform(batch), transform, n)
-        batch = batch if self.keys is None else self.keys.select(batch)
-        if self.with_positions:
+        batch = spec.keys.select(batch)
+        if placement.transforms_on_devices is not None:  # the devices need the positions
             batch[POSITIONS_KEY] = self.positions(k)
         return batch
-
-    def describe(self, k: int) -> str:
-        """What batch k reads, for error messages: its global positions and, per dataset,
-        the episodes they fall in."""
-        positions = self.positions(k)
-        dataset_ids, ds_positions = self.stream.locate(positions)
-        parts = []
-        for d in np.unique(dataset_ids):
-            ds = self.datasets[d]
-            starts = np.cumsum(ds.episode_lengths) - ds.episode_lengths
-            rows = np.searchsorted(starts, ds_positions[dataset_ids == d], "right") - 1
-            episodes = np.unique(np.asarray(ds.episode_index)[rows]).tolist()
-            name = getattr(ds, "path", f"dataset {d}")
-            parts.append(f"{name} episodes {_few(episodes)}")
-        return f"global positions {positions.min()}..{positions.max()}: {'; '.join(parts)}"
 
     def _assemble(
         self,
@@ -215,7 +176,7 @@ class ReadBatch(grain.transforms.Map):
 
         In a worker (`slots` given) it is built in a shared-memory slot, recorded in
         `slots`."""
-        field = self.schema.fields[cam]
+        field = self.spec.schema.fields[cam]
         one_dataset = len(parts) == 1 and len(parts[0][0]) == n  # every row, in order
         if slots is None and one_dataset:
             return parts[0][1].reshape(n, *field.shape)  # torchcodec's output as is

@@ -185,17 +185,10 @@ def _share_windows(
 
 def read_info_at(path: Any, storage_options: Mapping[str, Any] | None = None) -> Any:
     """meta/info.json of a local dataset or of one at a URL."""
-    from jaxload.format.layout import DatasetInfo, read_info
-    from jaxload.storage.urls import is_url
+    from jaxload.format.reader import read_info
+    from jaxload.storage.object_store import open_storage
 
-    if not is_url(path):
-        return read_info(path)
-    import json
-
-    from jaxload.storage.files import read_meta_file
-
-    raw = read_meta_file(path, "meta/info.json", storage_options)
-    return DatasetInfo.from_json(json.loads(raw), f"{path}/meta/info.json")
+    return read_info(open_storage(path, storage_options=storage_options))
 
 
 def _one_each(value: Any, n: int, name: str) -> list:

@@ -21,7 +21,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import grain
@@ -30,11 +30,11 @@ import numpy as np
 from jaxload.decode.frames import EncodedFrames
 from jaxload.decode.on_device import decode_to_global
 from jaxload.errors import WorkerTimeoutError
-from jaxload.pipeline import hosts, shared_batch, workers
+from jaxload.pipeline import hosts, shared_batch
 from jaxload.pipeline.batch_keys import is_host_only
-from jaxload.pipeline.options import PipelineOptions
 from jaxload.pipeline.read_batch import Batch, ReadBatch
-from jaxload.transforms.compose import ImageTransforms
+from jaxload.pipeline.spec import LoaderSpec
+from jaxload.pipeline.workers import WorkerRegistry
 from jaxload.transforms.on_device import POSITIONS_KEY, TransformOnDevices
 
 # Arrays smaller than this go from workers to the trainer pickled, larger ones through
@@ -58,10 +58,10 @@ class SharedMemoryOutput(grain.IterDataset):
 
     def __init__(self, parent: grain.IterDataset, read_batch: ReadBatch):
         super().__init__(parent)
-        self.read_batch = read_batch
+        self.upstream, self.read_batch = parent, read_batch
 
     def __iter__(self) -> grain.DatasetIterator:
-        return self._parent.__iter__()
+        return self.upstream.__iter__()
 
     def enable_shared_memory_output(self) -> None:
         self.read_batch.output_to_shared_memory = True
@@ -87,29 +87,23 @@ class OpenSlots(grain.transforms.Map):
 
 
 class ToGlobalArrays(grain.transforms.Map):
-    """Host-local batch -> global jax.Arrays over `sharding` (strings stay numpy).
+    """Host-local batch -> global jax.Arrays over the spec's sharding (strings stay numpy).
 
-    Cameras left encoded by the workers (decode_device="cuda") are decoded here, each
-    device decoding the rows it holds; `rows` are this host's global rows. Image
-    transforms given here run on the devices, after decode (jaxload.transforms.on_device).
+    Cameras left encoded by the readers (decode_device="cuda") are decoded here, each
+    device decoding the rows it holds (this host's global rows: `spec.rows`). Image
+    transforms placed on the devices run here, after decode (jaxload.transforms.on_device).
     """
 
-    def __init__(
-        self,
-        sharding: Any,
-        global_batch_size: int,
-        rows: np.ndarray,
-        sample_shapes: Mapping[str, tuple[int, ...]],
-        image_transforms: ImageTransforms | None = None,
-        seed: int = 0,
-    ):
-        self.sharding, self.global_batch_size = sharding, int(global_batch_size)
-        self.rows, self.sample_shapes = rows, dict(sample_shapes)
+    def __init__(self, spec: LoaderSpec):
+        self.sharding, self.global_batch_size = spec.sharding, spec.global_batch_size
+        self.rows = spec.rows
+        self.sample_shapes = {k: spec.schema.fields[k].shape for k in spec.placement.encoded}
         self._by_rank: dict[int, Any] = {}
         self.on_devices = None
-        if image_transforms is not None:
+        on_devices = spec.placement.transforms_on_devices
+        if on_devices is not None:
             self.on_devices = TransformOnDevices(
-                image_transforms, seed, self._sharding, self.to_global
+                on_devices, spec.seed, self._sharding, self.to_global
             )
 
     def _sharding(self, ndim: int) -> Any:
@@ -154,24 +148,29 @@ class WatchReaders(grain.IterDataset):
     batch delivers none within the deadline (a stopped worker, or one stuck on storage).
 
     Batch n comes from worker n % num_workers (mp_prefetch's round robin), so the error
-    names the worker, its pid and what batch n reads (`describe(n)`). The deadline is
-    `timeout_s`, or SLOWEST_BATCH_FACTOR times the slowest batch seen after every reader's
-    first, whichever is longer; a reader's first batch, which includes starting the worker,
-    gets at least STARTUP_GRACE_S.
+    names the worker, its pid (`workers`, the pipeline's WorkerRegistry) and what batch n
+    reads (`describe(n)`). The first batch asked for starts every worker at once (Grain's
+    `start_prefetch`; otherwise each starts when the round robin first reaches it). The
+    deadline is `timeout_s`, or SLOWEST_BATCH_FACTOR times the slowest batch seen after
+    every reader's first, whichever is longer; a reader's first batch, which includes
+    starting the worker, gets at least STARTUP_GRACE_S.
     """
 
     def __init__(
         self,
         parent: grain.IterDataset,
         timeout_s: float,
-        num_workers: int,
         describe: Callable[[int], str],
+        workers: WorkerRegistry | None,
+        num_workers: int,
     ):
         super().__init__(parent)
-        self.timeout_s, self.num_workers, self.describe = timeout_s, num_workers, describe
+        self.upstream = parent
+        self.timeout_s, self.describe = timeout_s, describe
+        self.workers, self.num_workers = workers, num_workers
 
     def __iter__(self) -> grain.DatasetIterator:
-        return _WatchedIterator(self._parent.__iter__(), self)
+        return _WatchedIterator(self.upstream.__iter__(), self)
 
 
 class _WatchedIterator(grain.DatasetIterator):
@@ -179,6 +178,7 @@ class _WatchedIterator(grain.DatasetIterator):
 
     def __init__(self, parent: grain.DatasetIterator, watch: WatchReaders):
         super().__init__(parent)
+        self._upstream = parent
         self._watch = watch
         self._count: int | None = 0  # batches delivered: the next one is batch `_count`
         self._slowest = 0.0
@@ -191,6 +191,7 @@ class _WatchedIterator(grain.DatasetIterator):
         if self._stuck is not None:
             raise self._stuck
         if self._helper is None:
+            self._upstream.start_prefetch()  # every worker process at once
             # A daemon thread: one stuck on a stopped worker must not hold up interpreter exit.
             self._helper = threading.Thread(target=self._serve, daemon=True, name="jaxload-watch")
             self._helper.start()
@@ -220,15 +221,15 @@ class _WatchedIterator(grain.DatasetIterator):
     def _serve(self) -> None:
         while self._requests.get():
             try:
-                self._results.put((self._parent.__next__(), None))
+                self._results.put((self._upstream.__next__(), None))
             except BaseException as e:  # handed to __next__, raised there
                 self._results.put((None, e))
 
     def _timeout_error(self, waited: float) -> WorkerTimeoutError:
         n, count = self._count, self._watch.num_workers
         pid, reader = None, "the read threads of this process"
-        if count and n is not None:
-            pid = workers.worker_pid(self._parent, n % count)
+        if count and n is not None and self._watch.workers is not None:
+            pid = self._watch.workers.pid(n % count)
             reader = f"worker {n % count} of {count} (pid {pid})"
         elif count:
             reader = f"one of the {count} worker processes"
@@ -244,10 +245,10 @@ class _WatchedIterator(grain.DatasetIterator):
         return error
 
     def get_state(self) -> dict[str, Any]:
-        return self._parent.get_state()
+        return self._upstream.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._parent.set_state(state)
+        self._upstream.set_state(state)
         self._count = None  # Grain's own state: which batch comes next is no longer known
 
     def close(self) -> None:
@@ -258,10 +259,12 @@ class _WatchedIterator(grain.DatasetIterator):
 def build_pipeline(
     read_batch: ReadBatch,
     count: int | None,
-    options: PipelineOptions,
     to_global: ToGlobalArrays | None,
+    workers: WorkerRegistry | None,
 ) -> grain.IterDataset:
-    """The Grain pipeline of `count` batches (None: forever) read by `read_batch`."""
+    """The Grain pipeline of `count` batches (None: forever) read by `read_batch`, run as
+    its spec's options say; `workers` (with worker processes) learns who they are."""
+    options = read_batch.spec.options
     ds = grain.MapDataset.range(sys.maxsize if count is None else count).map(read_batch)
     it = ds.to_iter_dataset(
         grain.ReadOptions(
@@ -270,6 +273,8 @@ def build_pipeline(
         )
     )
     if options.num_workers > 0:
+        if workers is None:
+            raise ValueError("worker processes need a WorkerRegistry")
         # Small arrays travel pickled: a shared-memory segment per array (Grain's
         # default) costs more syscalls than copying a few KB.
         it = grain.experimental.WithOptionsIterDataset(
@@ -280,9 +285,11 @@ def build_pipeline(
                 num_workers=options.num_workers,
                 per_worker_buffer_size=options.worker_buffer_size,
             ),
-            worker_init_fn=workers.exit_with_parent,
+            worker_init_fn=workers.hooks(),
         )
-    it = WatchReaders(it, options.worker_timeout_s, options.num_workers, read_batch.describe)
+    it = WatchReaders(
+        it, options.worker_timeout_s, read_batch.describe, workers, options.num_workers
+    )
     if options.num_workers > 0:
         it = it.map(OpenSlots())
     if to_global is not None:

@@ -1,5 +1,6 @@
-"""Grain worker processes: started together, with absl flags parsed, gone with their parent,
-and what crashed ones left in /dev/shm reclaimed.
+"""Grain worker processes: known by pid (`WorkerRegistry`, through Grain's public
+`worker_init_fn`), with absl flags parsed, gone with their parent, and what crashed ones
+left in /dev/shm reclaimed.
 
 Worker processes import the training script's `__main__` module: a script that builds a
 loader at top level must guard it with `if __name__ == "__main__":`.
@@ -8,22 +9,25 @@ loader at top level must guard it with `if __name__ == "__main__":`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import multiprocessing
 import os
 import re
+import signal
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 from jaxload.pipeline import shared_batch
-from jaxload.storage.scratch import process_alive
+from jaxload.storage.scratch import owned_directory, process_alive, remove_owned
 
 log = logging.getLogger(__name__)
 
 # How often a worker checks that the training process is still alive.
 PARENT_POLL_S = 0.5
+# How often the training process looks for workers that ended (well within the second
+# after which Grain collects a dead worker's exit status: the signal is read before).
+WATCH_INTERVAL_S = 0.05
 # Slots: `jaxload_<training process pid>_<random hex>` (jaxload.pipeline.shared_batch).
 _SEGMENT = re.compile(r"jaxload_(\d+)_[0-9a-f]+")
 # multiprocessing's named semaphores (Grain's queues and events), /dev/shm/sem.mp-*.
@@ -34,43 +38,123 @@ _SEMAPHORE_MIN_AGE_S = 2.0
 _HOST_PID_NS, _HOST_IPC_NS = 0xEFFFFFFC, 0xEFFFFFFF
 
 
-def start_workers(iterator: Any) -> None:
-    """Start every worker process now rather than one after another.
+@dataclasses.dataclass(frozen=True)
+class WorkerExit:
+    """How a worker process ended: `signal` (SIGKILL: the OOM killer's) or exit `status`;
+    both None when its status was collected elsewhere first."""
 
-    Grain's ThreadPrefetchDatasetIterator asks its parent for its state on creation, which
-    makes mp_prefetch's interleave create its worker iterators unstarted; each worker then
-    starts (seconds: it imports jax, torch, ...) only when the round robin first reaches it.
-    Grain's own `start_prefetch` on the interleave starts them all at once. This walks
-    private attributes (grain is pinned); if they change we merely lose the eager start.
+    index: int
+    pid: int
+    signal: int | None = None
+    status: int | None = None
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            name = _signal_name(self.signal)
+            oom = ", e.g. by the OOM killer" if self.signal == signal.SIGKILL else ""
+            return f"was killed by signal {self.signal} ({name}{oom})"
+        if self.status is not None:
+            return f"exited with status {self.status}"
+        return "ended"
+
+
+class WorkerHooks:
+    """Grain's `worker_init_fn` (its public hook, run first in each worker process): the
+    worker records its pid under `directory` as `<index>` and exits when the training
+    process dies (`exit_with_parent`). Picklable: Grain sends it to each worker."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def __call__(self, worker_index: int, worker_count: int) -> None:
+        path = os.path.join(self.directory, str(int(worker_index)))
+        with contextlib.suppress(OSError):  # the pipeline closed meanwhile: nobody asks
+            with open(path + ".new", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(path + ".new", path)
+        exit_with_parent(worker_index, worker_count)
+
+
+class WorkerRegistry:
+    """Which process is worker i of one pipeline, and how the ones that ended did.
+
+    The workers say who they are through `hooks()` (Grain's worker_init_fn); a daemon
+    thread of this process watches them and keeps each one's end (signal or exit status)
+    the moment it comes, with `waitid(..., WNOWAIT)`, which leaves the process for
+    multiprocessing to reap as before. No Grain internals are read.
+
+        registry = WorkerRegistry()
+        ds.mp_prefetch(options, worker_init_fn=registry.hooks())
+        registry.pid(1), registry.ended()
+        registry.close()
     """
-    node = _find(iterator, lambda n: hasattr(n, "_iterators_in_use"))
-    if node is not None and hasattr(node, "start_prefetch"):
-        node.start_prefetch()
+
+    def __init__(self) -> None:
+        self.directory = owned_directory("jaxload-workers")
+        self._pids: dict[int, int] = {}
+        self._ended: dict[int, WorkerExit] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._run, daemon=True, name="jaxload-workers")
+        self._watch.start()
+
+    def hooks(self) -> WorkerHooks:
+        return WorkerHooks(self.directory)
+
+    def pid(self, index: int) -> int | None:
+        """The pid of worker `index` (None until it has started)."""
+        self._poll()
+        with self._lock:
+            return self._pids.get(index)
+
+    def ended(self) -> list[WorkerExit]:
+        """The workers that ended, in worker order (a worker that exits normally ends too:
+        ask after a failure, while the pipeline should still run)."""
+        self._poll()
+        with self._lock:
+            return [self._ended[i] for i in sorted(self._ended)]
+
+    def close(self) -> None:
+        self._stop.set()
+        remove_owned(self.directory)
+
+    def _run(self) -> None:
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            self._poll()
+
+    def _poll(self) -> None:
+        with self._lock:
+            with contextlib.suppress(OSError):
+                for name in os.listdir(self.directory):
+                    if name.isdigit() and int(name) not in self._pids:
+                        path = os.path.join(self.directory, name)
+                        with contextlib.suppress(OSError, ValueError), open(path) as f:
+                            self._pids[int(name)] = int(f.read())
+            for index, pid in self._pids.items():
+                if index not in self._ended:
+                    end = _ended(index, pid)
+                    if end is not None:
+                        self._ended[index] = end
 
 
-def worker_pid(iterator: Any, worker: int) -> int | None:
-    """The pid of worker `worker` of the mp_prefetch under `iterator` (None if unknown).
-
-    Walks Grain's private attributes like `start_workers`."""
-    interleave = _find(iterator, lambda n: hasattr(n, "_iterators_in_use"))
-    if interleave is None:
-        return None
-    indices = list(getattr(interleave, "_iterators_in_use_indices", []))
-    if worker not in indices:
-        return None
-    shard = interleave._iterators_in_use[indices.index(worker)]
-    node = _find(shard, lambda n: getattr(n, "_prefetch_process", None) is not None)
-    return None if node is None else node._prefetch_process.pid
+def _ended(index: int, pid: int) -> WorkerExit | None:
+    """How child `pid` ended, if it has (left unreaped), else None."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped already (by multiprocessing), or not our child
+        return None if process_alive(pid) else WorkerExit(index, pid)
+    if info is None:
+        return None  # running
+    if info.si_code == os.CLD_EXITED:
+        return WorkerExit(index, pid, status=info.si_status)
+    return WorkerExit(index, pid, signal=info.si_status)
 
 
-def _find(node: Any, match: Callable[[Any], bool], depth: int = 32) -> Any:
-    """The first iterator from `node` up its parents that `match`es."""
-    for _ in range(depth):
-        if node is None or match(node):
-            return node
-        parents = getattr(node, "__dict__", {}).get("_parents") or ()
-        node = getattr(node, "_maybe_nonnative_parent", None) or (parents[0] if parents else None)
-    return None
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def ensure_absl_flags_parsed() -> None:

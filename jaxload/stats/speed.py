@@ -38,14 +38,13 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from jaxload import format as fmt
 from jaxload.errors import DatasetError
 from jaxload.format.reader import read_episodes, read_info
+from jaxload.format.storage import DatasetStorage, as_storage
 
 log = logging.getLogger("jaxload.stats.speed")
 
@@ -165,8 +164,8 @@ class _Episodes:
     tasks: np.ndarray  # first task of each episode (object array of str)
 
 
-def _read_episodes(root: Path) -> _Episodes:
-    episodes = read_episodes(root, read_info(root))
+def _read_episodes(storage: DatasetStorage) -> _Episodes:
+    episodes = read_episodes(storage, read_info(storage))
     tasks = np.array([t[0] if t else "" for t in episodes.tasks], dtype=object)
     return _Episodes(episodes.index, episodes.length, tasks)
 
@@ -177,13 +176,13 @@ def load_buckets(dataset: Any, *, process_index: int | None = None) -> SpeedBuck
 
     `process_index` defaults to `jax.process_index()`; only process 0 writes and warns.
     """
-    root = _root(dataset)
-    episodes = _read_episodes(root)
+    storage = _storage(dataset)
+    episodes = _read_episodes(storage)
     main = (_jax_process_index() if process_index is None else int(process_index)) == 0
-    path = root / SPEED_PATH
-    raw = _read_json(path)
+    path = storage.where(SPEED_PATH)
+    raw = _read_json(storage, SPEED_PATH)
     if raw is not None and raw.get("schema_version") == SCHEMA_VERSION:
-        stored = SpeedBuckets.from_json(raw, str(path))
+        stored = SpeedBuckets.from_json(raw, path)
         if stored.num_episodes != len(episodes.index) and main:
             _warn_once(
                 ("stale", str(path)),
@@ -206,18 +205,20 @@ def load_buckets(dataset: Any, *, process_index: int | None = None) -> SpeedBuck
                 SCHEMA_VERSION,
             )
     elif main:
-        write_buckets(root, buckets)
+        write_buckets(storage, buckets)
     return buckets
 
 
-def write_buckets(root: str | os.PathLike, buckets: SpeedBuckets) -> bool:
+def write_buckets(where: str | os.PathLike | DatasetStorage, buckets: SpeedBuckets) -> bool:
     """Writes meta/speed_buckets.json atomically (unique temp name, then os.replace: many
-    concurrent writers leave one valid file). A read-only dataset logs one warning and
-    returns False."""
-    path = Path(root) / SPEED_PATH
+    concurrent writers leave one valid file). A read-only dataset (or one in object
+    storage) logs one warning and returns False: the buckets are kept in memory."""
+    storage = as_storage(where)
+    path = storage.where(SPEED_PATH)
+    data = (json.dumps(buckets.to_json(), indent=2) + "\n").encode()
     try:
-        fmt.write_json_atomic(path, buckets.to_json())
-    except OSError as e:  # read-only dataset (permissions, read-only mount)
+        storage.write(SPEED_PATH, data)
+    except OSError as e:  # read-only dataset (permissions, read-only mount, a URL)
         _warn_once(
             ("readonly", str(path)),
             "%s: cannot write (%s); speed buckets are kept in memory",
@@ -243,8 +244,8 @@ def speed_labels(
         labels = speed_labels(ds)                   # aligned with ds.episode_index
         sample["speed"] = labels[episode_position]
     """
-    root = _root(dataset)
-    info = _read_episodes(root)
+    storage = _storage(dataset)
+    info = _read_episodes(storage)
     if episodes is None:
         episodes = getattr(dataset, "episode_index", info.index)
     wanted = np.asarray(list(episodes), dtype=np.int64)
@@ -252,15 +253,19 @@ def speed_labels(
     pos = np.searchsorted(info.index[order], wanted)
     missing = (pos >= len(order)) | (info.index[order][np.minimum(pos, len(order) - 1)] != wanted)
     if missing.any():
-        raise DatasetError(f"{root}: episodes {wanted[missing].tolist()} not in this dataset")
+        raise DatasetError(
+            f"{storage.name}: episodes {wanted[missing].tolist()} not in this dataset"
+        )
     rows = order[pos]
-    buckets = load_buckets(root, process_index=process_index)
+    buckets = load_buckets(storage, process_index=process_index)
     return buckets.labels(info.lengths[rows], info.tasks[rows])
 
 
-def _root(dataset: Any) -> Path:
-    # A dataset opened from a URL keeps its metadata in a local copy (`meta_root`).
-    return Path(getattr(dataset, "meta_root", None) or getattr(dataset, "path", dataset))
+def _storage(dataset: Any) -> DatasetStorage:
+    """Where a dataset's files are: a path's directory, or a JaxloadDataset's storage."""
+    if isinstance(dataset, str | os.PathLike | DatasetStorage):
+        return as_storage(dataset)
+    return dataset.storage
 
 
 def _jax_process_index() -> int:
@@ -269,13 +274,15 @@ def _jax_process_index() -> int:
     return jax.process_index()
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(storage: DatasetStorage, relative: str) -> dict[str, Any] | None:
     """The file's JSON object, or None when there is no file."""
+    path = storage.where(relative)
     try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
+        data = storage.read(relative)
+        if data is None:
+            return None
+        raw = json.loads(data)
+    except (DatasetError, ValueError) as e:
         raise DatasetError(f"{path}: unreadable ({e}); delete it to recompute") from e
     if not isinstance(raw, dict):
         raise DatasetError(f"{path}: not a JSON object; delete it to recompute")

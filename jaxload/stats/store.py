@@ -17,7 +17,6 @@ import io
 import json
 import logging
 import os
-import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 from jaxload import format as fmt
 from jaxload.errors import DatasetError
 from jaxload.format.reader import read_info
+from jaxload.format.storage import DatasetStorage, as_storage
 from jaxload.stats.feature_stats import QUANTILES, FeatureStats, Grid
 from jaxload.stats.stream import compute_stats
 
@@ -66,27 +66,29 @@ def write_stats(
 
 
 def load_stats(
-    dataset_path: str | os.PathLike,
+    dataset_path: str | os.PathLike | DatasetStorage,
     keys: Iterable[str] | None = None,
     *,
     sketch: bool = True,
 ) -> dict[str, FeatureStats]:
-    """meta/stats.json of a dataset, with the histograms of meta/stats_sketch.npz attached
+    """meta/stats.json of a dataset (its directory, or its `DatasetStorage`: a dataset at
+    a URL is read where it lives), with the histograms of meta/stats_sketch.npz attached
     (so `merge_stats` can merge quantiles) when the sketch matches the stats.
 
     `keys` limits the result (and any warning) to those features; one the file lacks is
     left out. `sketch=False` skips the histograms (stats.json alone: smaller, no merging
     of quantiles with bounds).
     """
-    root = Path(dataset_path)
-    path = root / fmt.STATS_PATH
-    if not path.is_file():
+    storage = as_storage(dataset_path)
+    path = storage.where(fmt.STATS_PATH)
+    data = storage.read(fmt.STATS_PATH)
+    if data is None:
         raise DatasetError(f"{path}: missing; compute it with jaxload.stats.write_stats")
-    raw = _read_json(path)
+    raw = _parse_json(data, path)
     keys = [keys] if isinstance(keys, str) else keys
     wanted = raw.keys() if keys is None else [k for k in dict.fromkeys(keys) if k in raw]
     stats = {k: FeatureStats.from_json(raw[k], f"{path}: {k}") for k in wanted}
-    histograms = _read_sketch(root / SKETCH_PATH) if sketch else {}
+    histograms = _read_sketch(storage) if sketch else {}
     for key, (count, grids, error) in histograms.items():
         if keys is not None and key not in stats:  # not asked for: not even a warning
             continue
@@ -123,8 +125,16 @@ def _source_stats(source: str | os.PathLike | bytes | Mapping[str, Any] | None) 
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DatasetError(f"{path}: unreadable ({e})") from e
+    return _parse_json(data, str(path))
+
+
+def _parse_json(data: bytes, path: str) -> dict[str, Any]:
+    try:
+        raw = json.loads(data)
+    except ValueError as e:
         raise DatasetError(f"{path}: unreadable ({e})") from e
     if not isinstance(raw, dict):
         raise DatasetError(f"{path}: expected a JSON object per feature")
@@ -143,19 +153,18 @@ def _write_sketch(path: Path, stats: Mapping[str, FeatureStats]) -> None:
             arrays |= {f"{key}/{i}/edges": g.edges, f"{key}/{i}/counts": g.counts}
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_bytes(buffer.getvalue())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    fmt.write_bytes_atomic(path, buffer.getvalue())
 
 
-def _read_sketch(path: Path) -> dict[str, tuple[int, tuple[Grid, ...], dict[str, np.ndarray]]]:
-    if not path.is_file():
+def _read_sketch(
+    storage: DatasetStorage,
+) -> dict[str, tuple[int, tuple[Grid, ...], dict[str, np.ndarray]]]:
+    path = storage.where(SKETCH_PATH)
+    data = storage.read(SKETCH_PATH)
+    if data is None:
         return {}
     try:
-        with np.load(path) as z:
+        with np.load(io.BytesIO(data)) as z:
             arrays = {k: z[k] for k in z.files}
     except (OSError, ValueError) as e:
         log.warning("%s: unreadable (%s); merged quantiles will be approximate", path, e)

@@ -302,13 +302,6 @@ class RecordCache:
             self.bytes = self.planned_bytes = self._peak_planned = 0
             self.epoch += 1
 
-    def consume(self, key: Hashable, batch: int) -> None:
-        """Batch `batch` read `key` (served without the cache, e.g. from a fetch in flight)."""
-        with self._lock:
-            self._consume(key, batch)
-            if key in self._data:
-                self._push(key)
-
     def put(self, key: Hashable, data: bytes) -> None:
         """Stores `data`, then evicts the furthest-next-use entries (maybe this one) until
         the cache fits its budget."""

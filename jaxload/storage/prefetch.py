@@ -18,21 +18,24 @@ use (on average L + P/2 batches). The store sizes L and P (`RemoteStore.lookahea
 long as the cache holds, found by watching it. Nothing here changes what a batch holds:
 with or without it a batch reads the same verified records.
 
-    read = with_lookahead(ReadBatch(...), step=max(1, num_workers))   # loader.py does this
+    lookahead = Lookahead(spec, step=max(1, num_workers))   # ReadBatch holds one
+    reads = lookahead.before(k, positions)                  # before reading batch k
+    dataset.read_encoded(mine, plan=reads.plans.get(d), context=reads.contexts.get(d))
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from jaxload.storage import remote
-from jaxload.storage.stats_board import StatsBoard, combine
+from jaxload.storage.remote import ReadContext
 
 # The most batches planned ahead, whatever the cache holds.
 MAX_DEPTH = 1024
@@ -41,12 +44,27 @@ MAX_DEPTH = 1024
 MAX_PLANS = 64
 
 
-class Lookahead:
-    """Per process: which future batches are planned, when each record is fetched, and the
-    batch interval measured."""
+@dataclasses.dataclass
+class BatchReads:
+    """What the lookahead knows of batch k when it is read: where its rows are (`located`,
+    `stream.locate` of its positions, when planned ahead), each dataset's read plan made
+    ahead (`plans`), and each remote dataset's `ReadContext` (the batch and the store's
+    generation when the pipeline began)."""
 
-    def __init__(self, read_batch: Any, step: int):
-        self.read_batch = read_batch
+    batch: int
+    located: tuple[np.ndarray, np.ndarray] | None = None
+    plans: dict[int, Any] = dataclasses.field(default_factory=dict)
+    contexts: dict[int, ReadContext] = dataclasses.field(default_factory=dict)
+
+
+class Lookahead:
+    """Per process and pipeline: which future batches are planned, when each record is
+    fetched, and the batch interval measured. The read stage (jaxload.pipeline.read_batch)
+    holds one when a dataset of its spec is remote, and calls `before(k, ...)` ahead of
+    reading batch k."""
+
+    def __init__(self, spec: Any, step: int):
+        self.spec = spec  # its datasets, stream and remote_stores
         self.step = max(1, int(step))
         self._lock = threading.Lock()
         self._planned_to: int | None = None  # last batch planned
@@ -59,39 +77,25 @@ class Lookahead:
         self.located: dict[int, tuple[Any, Any]] = {}  # batch -> stream.locate, planned ahead
         self.plans: dict[tuple[int, int], Any] = {}  # (batch, dataset) -> its plan_read
         self._seq = itertools.count()
-        # Each store's generation when this pipeline began (id(store) -> generation): once
-        # a store is closed (loader.close()), this pipeline's threads stop fetching.
-        self.generations: dict[int, int] | None = None
-        if read_batch is not None:
-            self._capture()
-
-    def _capture(self) -> dict[int, int]:
-        if self.generations is None:
-            self.generations = {id(s): s.generation for _, s in self.stores()}
-        return self.generations
+        # Each store's generation when this pipeline began (dataset -> generation): once a
+        # store is closed (loader.close()), this pipeline's threads stop fetching.
+        self.generations = {d: s.generation for d, s in self.stores()}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"read_batch": None, "step": self.step}  # rebuilt by LookaheadReadBatch
+        return {"spec": self.spec, "step": self.step}  # a worker process starts afresh
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["read_batch"], state["step"])
+        self.__init__(state["spec"], state["step"])
 
     def stores(self) -> list[tuple[int, Any]]:
-        return [
-            (d, ds.remote_store)
-            for d, ds in enumerate(self.read_batch.datasets)
-            if getattr(ds, "remote_store", None) is not None
-        ]
+        return list(self.spec.remote_stores.items())
 
-    def before(self, k: int) -> None:
-        """Batch k is about to be read on this thread: plan ahead of it and fetch what is due."""
-        remote.CURRENT.batch = k
-        remote.CURRENT.generations = generations = self._capture()
-        stores = self.stores()
-        if not stores:
-            return
-        for _, store in stores:  # a closed loader's thread still reading: stop here
-            store.check_open(generations.get(id(store)))
+    def before(self, k: int, positions: Callable[[int], np.ndarray]) -> BatchReads:
+        """Batch k (its rows at `positions(k)`) is about to be read on this thread: plan
+        ahead of it and fetch what is due; returns what is known of its reads."""
+        stores, generations = self.stores(), self.generations
+        for d, store in stores:  # a closed loader's thread still reading: stop here
+            store.check_open(generations.get(d))
         with self._lock:
             now = time.monotonic()
             if self._last_start is not None:
@@ -121,25 +125,36 @@ class Lookahead:
                 period, horizon = max(1, window - lead), k + window * self.step
             batches = list(range(self._planned_to + self.step, horizon + 1, self.step))
             self._planned_to = max(self._planned_to, horizon)
-            self._plan(batches, stores, lead * self.step, period * self.step)
+            self._plan(batches, positions, lead * self.step, period * self.step)
             due = self._pop_due(k)
         for d, store in stores:
             if due.get(d):
-                store.prefetch(due[d], generations.get(id(store)))
+                store.prefetch(due[d], generations.get(d))
+        plans = {}
+        for d, _ in stores:
+            plan = self.plans.pop((k, d), None)
+            if plan is not None:
+                plans[d] = plan
+        return BatchReads(
+            batch=k,
+            located=self.located.pop(k, None),
+            plans=plans,
+            contexts={d: ReadContext(k, generations.get(d)) for d, _ in stores},
+        )
 
     def _plan(
-        self, batches: list[int], stores: list[tuple[int, Any]], lead: int, period: int
+        self, batches: list[int], positions: Callable[[int], np.ndarray], lead: int, period: int
     ) -> None:
         """Plans the uses of `batches` in the caches and schedules each record's fetch."""
-        stream = self.read_batch.stream
+        stream, stores = self.spec.stream, self.stores()
         sizes: dict[int, float] = {}
         for j in batches:
-            dataset_ids, positions = self.located[j] = stream.locate(self.read_batch.positions(j))
+            dataset_ids, located = self.located[j] = stream.locate(positions(j))
             for d, store in stores:
-                mine = positions[dataset_ids == d]
+                mine = located[dataset_ids == d]
                 if not len(mine):
                     continue
-                plan = self.read_batch.datasets[d].plan_read(mine)
+                plan = self.spec.datasets[d].plan_read(mine)
                 if len(self.plans) < MAX_PLANS:  # the rest are worked out again when read
                     self.plans[(j, d)] = plan
                 keys = plan.record_keys()  # sorted, unique
@@ -184,81 +199,4 @@ def _ema(previous: float | None, value: float, weight: float = 0.2) -> float:
     return value if previous is None else (1 - weight) * previous + weight * value
 
 
-def with_lookahead(read_batch: Any, step: int) -> Any:
-    """`read_batch` itself when it reads no remote dataset, else the same transform (a
-    `LookaheadReadBatch` sharing its state) that fetches ahead before each batch."""
-    if not any(getattr(d, "remote_store", None) is not None for d in read_batch.datasets):
-        return read_batch
-    cls = type(read_batch)
-    wrapped = _subclasses.get(cls)
-    if wrapped is None:
-        wrapped = _subclasses[cls] = type(f"Lookahead{cls.__name__}", (LookaheadMixin, cls), {})
-        wrapped.__module__ = __name__
-    out = cls.__new__(wrapped)
-    out.__dict__.update(read_batch.__dict__)
-    out.lookahead = Lookahead(out, step)
-    return out
-
-
-class LookaheadMixin:
-    """Wraps `map(k)`: plan and fetch ahead of batch k, then read it."""
-
-    lookahead: Lookahead
-
-    def locate(self, k: int) -> Any:
-        found = self.lookahead.located.pop(int(k), None)  # computed when k was planned
-        return found if found is not None else super().locate(k)  # type: ignore[misc]
-
-    def planned_read(self, k: int, d: int) -> Any:
-        return self.lookahead.plans.pop((int(k), d), None)
-
-    def map(self, k: int) -> Any:
-        if self.lookahead.read_batch is None:  # unpickled in a worker process
-            self.lookahead.read_batch = self
-        self.lookahead.before(int(k))
-        try:
-            return super().map(k)  # type: ignore[misc]
-        finally:
-            remote.CURRENT.batch = remote.CURRENT.generations = None
-
-    def __reduce__(self) -> Any:
-        base = type(self).__mro__[2]
-        return (_rebuild, (base, self.__dict__))
-
-
-def _rebuild(base: type, state: dict[str, Any]) -> Any:
-    cls = _subclasses.get(base)
-    if cls is None:
-        cls = _subclasses[base] = type(f"Lookahead{base.__name__}", (LookaheadMixin, base), {})
-        cls.__module__ = __name__
-    out = base.__new__(cls)
-    out.__dict__.update(state)
-    out.lookahead.read_batch = out
-    return out
-
-
-_subclasses: dict[type, type] = {}
-
-
-def remote_stats(datasets: list[Any]) -> dict[str, Any]:
-    """Per remote dataset: its store's counters (`RemoteStore.stats`), those of this
-    process and of the worker processes that published theirs added up."""
-    out = {}
-    for ds in datasets:
-        store = getattr(ds, "remote_store", None)
-        if store is not None:
-            workers = store.board.read(store.url) if store.board is not None else []
-            out[ds.path] = combine([store.stats(), *workers])
-    return out
-
-
-def share_stats(datasets: list[Any]) -> None:
-    """Before worker processes start: they publish their remote counters where this
-    process's `remote_stats` finds them."""
-    for ds in datasets:
-        store = getattr(ds, "remote_store", None)
-        if store is not None and store.board is None:
-            store.board = StatsBoard()
-
-
-__all__ = ["Lookahead", "remote_stats", "share_stats", "with_lookahead"]
+__all__ = ["BatchReads", "Lookahead"]

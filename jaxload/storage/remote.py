@@ -1,15 +1,14 @@
 """Reading a dataset in object storage (s3://, gs://, hf://, https://) by byte range.
 
 No shard is downloaded whole. Each shard of a format-4 dataset has a record offset index
-beside it (`layout.offsets_path`), so a record is one byte range of its shard
+beside it (`jaxload.storage.offsets`), so a record is one byte range of its shard
 (`jaxload.format.chunks`); the records a read (or a planned batch) needs are grouped per
 shard, ranges closer than `coalesce_bytes` merged into one request, and the requests
-issued concurrently. Every record is decoded and verified against its position-keyed
-xxh3 checksum, exactly as local reads are, then kept in a byte-budget `RecordCache`
-that evicts by furthest next use (`jaxload.storage.prefetch` plans the uses from the
-loader's known future order). Transient transport errors are retried under the
-converter's `RetryPolicy`; a missing object, a denied access or any other error fails at
-once with the object's URL in the message.
+issued concurrently (`jaxload.storage.transport`: retries, timing, counters). Every
+record is decoded and verified against its position-keyed xxh3 checksum, exactly as
+local reads are, then kept in a byte-budget `RecordCache` that evicts by furthest next
+use (`jaxload.storage.prefetch` plans the uses from the loader's known future order;
+`jaxload.storage.sweep` sizes how far ahead).
 
     store = RemoteStore("s3://bucket/ds", info, RemoteOptions(cache_bytes=1 << 30))
     payloads = store.read(shard=0, records=[17, 18])
@@ -19,8 +18,8 @@ once with the object's URL in the message.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,35 +27,40 @@ from typing import Any
 
 import numpy as np
 
-from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
+from jaxload.errors import CorruptRecordError, DatasetError
 from jaxload.format import chunks, layout
 from jaxload.format.layout import DatasetInfo
 from jaxload.storage.cache import DiskPayloads, RecordCache
 from jaxload.storage.coalesce import coalesce
 from jaxload.storage.flight import Flight
+from jaxload.storage.offsets import OffsetIndex
 from jaxload.storage.options import RemoteOptions
-from jaxload.storage.ranges import open_ranges
-from jaxload.storage.retry import RemoteError, RetryCounter, call_with_retries, past_the_end
+from jaxload.storage.retry import RemoteError, past_the_end
 from jaxload.storage.stats_board import StatsBoard, combine, progress_line
-from jaxload.storage.sweep import SweepPeriod, too_small
-from jaxload.storage.urls import filesystem, join
+from jaxload.storage.sweep import SweepSchedule
+from jaxload.storage.transport import Transport
+from jaxload.storage.urls import join
 
 log = logging.getLogger("jaxload.storage")
-
-RETRY_LOG_S = 10.0  # seconds between retry warnings of one dataset (the others: DEBUG)
-
-# The batch a thread is reading (set by jaxload.storage.prefetch around each batch): reads
-# consume that batch's planned uses in the cache. And the generation of each store
-# (id(store) -> generation) its pipeline began in: a pipeline whose store was closed since
-# (loader.close()) fetches nothing more.
-CURRENT = threading.local()
 
 Key = tuple[int, int]  # (shard, record)
 Request = tuple[int, int, int, list[int], Flight]  # shard, start, end, records, their flight
 
 
+@dataclasses.dataclass(frozen=True)
+class ReadContext:
+    """What a reader of a batch tells the store about a read: the batch (whose planned
+    uses of the records the read consumes in the cache) and the store's generation when
+    its pipeline began (a pipeline whose store was closed since fetches nothing more)."""
+
+    batch: int | None = None
+    generation: int | None = None
+
+
 class RemoteStore:
-    """Verified records of one remote dataset, fetched by byte range (one per process).
+    """Verified records of one remote dataset, fetched by byte range (one per process):
+    a `Transport` (requests), an `OffsetIndex` (where records lie), a `RecordCache` and a
+    `SweepSchedule` (what is kept, and how far ahead it is fetched).
 
     Picklable: a worker process reopens the filesystem and starts with an empty cache."""
 
@@ -84,26 +88,17 @@ class RemoteStore:
         self._setup()
 
     def _setup(self) -> None:
-        self._ranges: Any = None  # jaxload.storage.ranges: how byte ranges are fetched
+        self.transport = Transport(self.url, self.options, self.storage_options)
+        self.offsets = OffsetIndex(self.transport, self.info)
+        self.cache = RecordCache(self.options.cache_bytes, self.options.cache_dir)
+        self.schedule = SweepSchedule(self.url, self.options.lookahead)
         self._lock = threading.Lock()
-        self._offsets: dict[int, np.ndarray] = {}
         self._inflight: dict[Key, Flight] = {}
         self._pool: cf.ThreadPoolExecutor | None = None
         self._generation = 0  # close() bumps it: requests queued before then are dropped
-        self.cache = RecordCache(self.options.cache_bytes, self.options.cache_dir)
-        self._checked_version = False
         self._cache_failed = False  # a cache write failed (said once)
-        self._small_cache_said = False  # sweep.too_small
-        self._counts = dict.fromkeys(("requests", "bytes_fetched", "records_fetched", "waits"), 0)
-        self._retries = RetryCounter()
-        self._retry_quiet_until, self._retries_silenced = 0.0, 0  # _warn_retry
-        self._latency_s: float | None = None  # moving average per request
-        self._sweep = SweepPeriod()
-        self._period_used: int | None = None  # the sweep's period last used (stats)
-        self._sized = (0, 0)  # (shards whose offsets are loaded, their bytes): _dataset_bytes
-        self._bandwidth: float | None = None  # bytes/s of large requests, moving average
-        self._started = time.monotonic()
-        self._logged = self._started
+        self._counts = dict.fromkeys(("records_fetched", "waits"), 0)
+        self._logged = time.monotonic()
 
     def __getstate__(self) -> dict[str, Any]:
         keep = ("url", "info", "describe", "options", "storage_options", "board")
@@ -115,16 +110,6 @@ class RemoteStore:
 
     # --- plumbing ----------------------------------------------------------------------
 
-    def ranges(self) -> Any:
-        with self._lock:
-            if self._ranges is None:
-                fs, root = filesystem(self.url, self.storage_options, self.options.timeout_s)
-                options = self.options
-                self._ranges = open_ranges(
-                    fs, root, self.url, options.concurrency, options.signed_urls, options.timeout_s
-                )
-            return self._ranges
-
     def pool(self) -> cf.ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
@@ -133,119 +118,13 @@ class RemoteStore:
                 )
             return self._pool
 
-    def _get(
-        self,
-        relative: str,
-        start: int | None = None,
-        end: int | None = None,
-        generation: int | None = None,
-    ) -> bytes:
-        """Bytes of one object (or a range of it), retried (until close(), for a request
-        of `generation`); timed for the estimates."""
-        ranges = self.ranges()
-        began = time.monotonic()
-
-        def closed() -> bool:
-            return generation is not None and generation != self._generation
-
-        def attempt() -> bytes:
-            if closed():
-                raise DatasetError(f"{self.url}: closed while fetching {relative}")
-            try:
-                return ranges.get(relative, start, end)
-            except Exception:
-                if not closed():
-                    raise
-            # Closed meanwhile (the server may be gone too): neither retried nor logged.
-            # Raised outside the handler: a transport error as its context would be retried.
-            raise DatasetError(f"{self.url}: closed while fetching {relative}")
-
-        data = call_with_retries(
-            attempt,
-            what=join(self.url, relative) + ("" if start is None else f" bytes {start}..{end}"),
-            policy=self.options.retry,
-            counter=self._retries,
-            missing=f"dataset {self.url}",
-            warn=self._warn_retry,
-        )
-        self._measured(time.monotonic() - began, len(data))
-        return data
-
-    def _warn_retry(self, message: str, *args: Any) -> None:
-        """One retry warning per RETRY_LOG_S for this dataset, the others at DEBUG: in an
-        outage every range in flight retries (about 20 warnings at once otherwise)."""
-        now = time.monotonic()
-        with self._lock:
-            loud = now >= self._retry_quiet_until
-            if loud:
-                silenced, self._retries_silenced = self._retries_silenced, 0
-                self._retry_quiet_until = now + RETRY_LOG_S
-            else:
-                self._retries_silenced += 1
-        if not loud:
-            log.debug(message, *args)
-            return
-        more = f" ({silenced} more retries of its requests before this one)" if silenced else ""
-        log.warning(message + "%s", *args, more)
-
-    def _measured(self, seconds: float, size: int) -> None:
-        with self._lock:
-            self._counts["requests"] += 1
-            self._counts["bytes_fetched"] += size
-            # The latency estimate comes from small requests, bandwidth from large ones.
-            if size < 256 << 10:
-                self._latency_s = _ema(self._latency_s, seconds)
-            elif seconds > 0:
-                spent = max(seconds - (self._latency_s or 0.0), seconds / 4)
-                self._bandwidth = _ema(self._bandwidth, size / spent)
-
     def check_version(self) -> None:
         """DatasetChangedError when info.json at the URL is no longer the opened dataset."""
-        import json
-
-        raw = json.loads(self._get(layout.INFO_PATH))
-        now = str(raw.get("fingerprint"))
-        if now != self.info.fingerprint:
-            raise DatasetChangedError(
-                f"{self.url}: the dataset in storage is another version than the one opened "
-                f"(fingerprint {now[:12]}..., opened {self.info.fingerprint[:12]}...); reopen "
-                "it (and start a new run: a checkpoint of this one cannot resume there)"
-            )
-        self._checked_version = True
-
-    def offsets(self, shard: int) -> np.ndarray:
-        """Shard `shard`'s record offsets (fetched once, checked against info.json)."""
-        found = self._offsets.get(shard)
-        if found is not None:
-            return found
-        from xxhash import xxh3_64_hexdigest
-
-        if not self._checked_version:
-            self.check_version()
-        relative = layout.offsets_path(shard)
-        data = self._get(relative)
-        expected_count = self.info.shard_records[shard] + 1
-        if (
-            xxh3_64_hexdigest(data) != self.info.offsets_xxh3[shard]
-            or len(data) != expected_count * chunks.OFFSET_DTYPE.itemsize
-        ):
-            raise CorruptRecordError(
-                f"{join(self.url, relative)}: does not match its checksum in "
-                f"{layout.INFO_PATH}; the dataset in storage is damaged (upload it again)"
-            )
-        offsets = np.frombuffer(data, chunks.OFFSET_DTYPE).astype(np.int64)
-        self._offsets[shard] = offsets
-        return offsets
+        self.offsets.check_version()
 
     def load_offsets(self, shards: Iterable[int]) -> None:
         """Fetches the offset indexes of `shards` not loaded yet, concurrently."""
-        if len(self._offsets) == self.info.num_shards:
-            return  # all loaded: the usual case, once per batch
-        missing = sorted({int(s) for s in shards} - self._offsets.keys())
-        if not self._checked_version and missing:
-            self.check_version()
-        for future in [self.pool().submit(self.offsets, s) for s in missing]:
-            future.result()
+        self.offsets.load(shards, self.pool)
 
     @property
     def generation(self) -> int:
@@ -261,31 +140,17 @@ class RemoteStore:
         if self.closed_since(generation):
             raise DatasetError(f"{self.url}: the loader reading this was closed")
 
-    # --- estimates ---------------------------------------------------------------------
-
-    @property
-    def latency_s(self) -> float:
-        return self._latency_s if self._latency_s is not None else 0.05
-
-    @property
-    def bandwidth(self) -> float:
-        return self._bandwidth if self._bandwidth is not None else 100e6
-
-    def coalesce_bytes(self) -> int:
-        """Gap under which two ranges become one request: a gap costs gap/bandwidth, a
-        request its latency."""
-        if self.options.coalesce_bytes is not None:
-            return int(self.options.coalesce_bytes)
-        return int(min(8 << 20, max(64 << 10, self.latency_s * self.bandwidth)))
-
     # --- reading -----------------------------------------------------------------------
 
-    def read(self, shard: int, records: Sequence[int], batch: int | None = None) -> list[bytes]:
+    def read(
+        self, shard: int, records: Sequence[int], context: ReadContext | None = None
+    ) -> list[bytes]:
         """The verified payloads of `records` of `shard`, from the cache, a fetch in flight
-        or new requests (coalesced, concurrent)."""
+        or new requests (coalesced, concurrent). `context`: the batch being read (its
+        planned uses are consumed) and its pipeline's generation."""
         keys = [(int(shard), int(r)) for r in records]
-        batch = getattr(CURRENT, "batch", None) if batch is None else batch
-        out = self.cache.get_many(keys, batch)
+        context = context or ReadContext()
+        out = self.cache.get_many(keys, context.batch)
         absent = [i for i, data in enumerate(out) if data is None]
         if absent:
             with self._lock:
@@ -293,8 +158,7 @@ class RemoteStore:
             self._counts["waits"] += sum(f is not None for _, f in flights)
             missing = [keys[i] for i, f in flights if f is None]
             if missing:
-                generations = getattr(CURRENT, "generations", None) or {}
-                fetched = self.fetch(missing, generations.get(id(self)))
+                fetched = self.fetch(missing, context.generation)
                 flights = [(i, f or fetched[keys[i]]) for i, f in flights]
             try:
                 for i, flight in flights:
@@ -389,7 +253,7 @@ class RemoteStore:
                 runs.append(run)
                 run = []
         runs.append(run)
-        offsets = self._offsets[shard]
+        offsets = self.offsets.of(shard)
         return [(shard, int(offsets[run[0]]), int(offsets[run[-1] + 1]), run) for run in runs]
 
     def _land(
@@ -416,8 +280,8 @@ class RemoteStore:
 
     def _requests(self, keys: Sequence[Key]) -> list[tuple[int, int, int, list[int]]]:
         """(shard, start, end, records) requests covering `keys` (sorted; `coalesce`)."""
-        gap, most = self.coalesce_bytes(), self.options.max_request_bytes
-        return coalesce(keys, self._offsets, gap, most)
+        gap, most = self.transport.coalesce_bytes(), self.options.max_request_bytes
+        return coalesce(keys, self.offsets.loaded, gap, most)
 
     def _fetch_range(self, request: Request, generation: int) -> None:
         shard, start, end, records, _ = request
@@ -427,7 +291,9 @@ class RemoteStore:
         error: BaseException | None = None
         try:
             try:
-                data = self._get(layout.shard_path(shard), start, end, generation)
+                data = self.transport.get(
+                    layout.shard_path(shard), start, end, lambda: self.closed_since(generation)
+                )
             except RemoteError as e:  # a range wholly past the end: HTTP 416
                 if not past_the_end(e):
                     raise
@@ -439,7 +305,7 @@ class RemoteStore:
                     f"as {len(data)} bytes; the shard in storage is shorter than its index "
                     f"(dataset {self.url}); upload it again"
                 )
-            offsets, index = self._offsets[shard], np.asarray(records)
+            offsets, index = self.offsets.of(shard), np.asarray(records)
             view = memoryview(data)
             spans = zip(records, offsets[index].tolist(), offsets[index + 1].tolist())
             for record, first, last in spans:
@@ -487,16 +353,18 @@ class RemoteStore:
     def stats(self) -> dict[str, Any]:
         """Counters and estimates of this process: requests, bytes, cache hit rate, ..."""
         with self._lock:
-            counts = dict(self._counts, retries=self._retries.retries)
+            counts = dict(self._counts)
+        transport = self.transport
         return {
             "url": self.url,
+            **transport.counts(),
             **counts,
             **self.cache.stats(),
-            "latency_ms": round(self.latency_s * 1000, 2),
-            "bandwidth_mb_s": round(self.bandwidth / 1e6, 1),
-            "coalesce_bytes": self.coalesce_bytes(),
-            "sweep_period": self._period_used,
-            "transport": getattr(self._ranges, "kind", None),
+            "latency_ms": round(transport.latency_s * 1000, 2),
+            "bandwidth_mb_s": round(transport.bandwidth / 1e6, 1),
+            "coalesce_bytes": transport.coalesce_bytes(),
+            "sweep_period": self.schedule.period_used,
+            "transport": transport.kind,
         }
 
     def _maybe_log(self) -> None:
@@ -519,56 +387,19 @@ class RemoteStore:
         log.info("%s: %s", self.url, progress_line(combine([self.stats(), *workers])))
 
     def lookahead(self, batch_interval_s: float | None, batch_bytes: float) -> tuple[int, int]:
-        """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`, asked
-        once per batch read. The lead covers three request latencies at the measured batch
-        interval where half the cache holds that, else 1.3 where the cache holds more: a
-        record fetched later is in flight when its batch needs it (at 50 ms and a 10%
-        cache, half the cache gave 3 batches, 45 ms; 5 halved the waits, +3.5-5% samples/s
-        in paired runs); the rest of the window, the sweep's period P, is as long as the cache
-        holds (`jaxload.storage.sweep`), and at most the batches that read the dataset's
-        bytes twice: a longer sweep saves no bytes (a cache that large keeps what passes),
-        and planning that far ahead cost a cache larger than a small dataset a second of
-        planning 1,024 batches before its second batch."""
-        if not self._small_cache_said:  # once: each batch asks
-            small = too_small(self.cache.budget_bytes, batch_bytes, self._dataset_bytes())
-            self._small_cache_said = small is not None
-            if small:
-                log.warning("%s: %s", self.url, small)
-        fits = max(2.0, 0.8 * self.cache.budget_bytes / max(batch_bytes, 1.0))
-        interval = batch_interval_s if batch_interval_s else 0.01
-        latencies = self.latency_s / max(interval, 1e-3)  # in batches
-        roomy = min(math.ceil(3 * latencies) + 1, int(fits) // 2)
-        lead = min(max(1, roomy, min(math.ceil(1.3 * latencies), int(fits) - 1)), 512)
-        if self.options.lookahead is not None:
-            window = max(1, int(self.options.lookahead))
-            return min(lead, max(1, window // 2)), window
-        period = self._sweep.update(self.cache, fits, lead, in_flight=math.floor(latencies))
-        twice = 2 * self._dataset_bytes() / max(batch_bytes, 1.0)
-        self._period_used = math.ceil(twice) if twice < period else period
-        return lead, lead + self._period_used
-
-    def _dataset_bytes(self) -> float:
-        """The bytes of the dataset's shards: those whose offsets are loaded, the others
-        taken as their mean (summed again only when more shards are loaded: this runs
-        once per batch, and a large dataset has thousands of shards)."""
-        loaded = list(self._offsets.values())
-        if len(loaded) != self._sized[0]:
-            self._sized = (len(loaded), sum(int(o[-1]) for o in loaded))
-        count, total = self._sized
-        return self.info.num_shards * total / count if count else math.inf
+        """(lead, window) in batches for the sweep of `jaxload.storage.prefetch`
+        (`jaxload.storage.sweep.SweepSchedule.lookahead`), asked once per batch read."""
+        return self.schedule.lookahead(
+            self.cache,
+            self.transport.latency_s,
+            self.offsets.dataset_bytes(),
+            batch_interval_s,
+            batch_bytes,
+        )
 
     def place(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For (shard, record) rows `keys` (offsets loaded): where each record lies in the
-        dataset's bytes, 0..1 (shards in order), and its size in bytes."""
-        phases = np.empty(len(keys))
-        sizes = np.empty(len(keys), np.int64)
-        for shard in np.unique(keys[:, 0]).tolist():
-            rows = np.flatnonzero(keys[:, 0] == shard)
-            offsets = self._offsets[shard]
-            begin = offsets[keys[rows, 1]]
-            sizes[rows] = offsets[keys[rows, 1] + 1] - begin
-            phases[rows] = (shard + begin / max(1, int(offsets[-1]))) / self.info.num_shards
-        return phases, sizes
+        """Where records `keys` lie in the dataset's bytes, and their sizes (`OffsetIndex.place`)."""
+        return self.offsets.place(keys)
 
     def restart(self) -> None:
         """Drops what is in flight and keeps the cache: queued requests are dropped, the
@@ -592,7 +423,3 @@ class RemoteStore:
         removed). A later read starts again with an empty cache."""
         self.restart()
         self.cache.close()
-
-
-def _ema(previous: float | None, value: float, weight: float = 0.2) -> float:
-    return value if previous is None else (1 - weight) * previous + weight * value

@@ -3,8 +3,8 @@
 Every remote call of the converter (hub metadata, file downloads, fsspec listings and
 reads) and of the remote dataset reader (`jaxload.storage.remote`: byte ranges of shards
 in gs://, s3://, hf://, https://) goes through `call_with_retries`. It lives in the
-runtime package so training hosts need none of the converter's dependencies;
-`jaxload.converters.remote` re-exports it. Transient transport errors (timeouts, dropped or
+runtime package so training hosts need none of the converter's dependencies.
+Transient transport errors (timeouts, dropped or
 refused connections, HTTP 408/429/5xx) are retried with capped exponential backoff; a
 missing file (404), an authentication problem (401/403) or anything else fails at once,
 because waiting cannot fix it. Corrupt data is found by the readers after the fetch and
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -184,7 +185,7 @@ def classify(error: BaseException) -> str:
     FileNotFoundError), so causes are looked at before the wrapper's own type.
     """
     for exc in _chain(error):
-        names = {cls.__name__ for cls in type(exc).__mro__}
+        names = {cls.__name__ for cls in inspect.getmro(type(exc))}
         if "OfflineModeIsEnabled" in names:
             return PERMANENT  # the user asked for no network: retrying cannot help
         status = _http_status(exc)
@@ -214,7 +215,7 @@ def reachability(error: BaseException) -> str | None:
     """OFFLINE (HF_HUB_OFFLINE), UNREACHABLE (no connection could be opened) or None (the
     host answered, or the failure came later), judged along the cause chain."""
     for exc in _chain(error):
-        names = {cls.__name__ for cls in type(exc).__mro__}
+        names = {cls.__name__ for cls in inspect.getmro(type(exc))}
         if "OfflineModeIsEnabled" in names:
             return OFFLINE
         if names & CONNECT_CLASS_NAMES:
@@ -232,7 +233,7 @@ def describe(error: BaseException) -> str:
 
 
 def _final_message(what: str, kind: str, error: BaseException, missing: str | None) -> str:
-    if kind == MISSING and _no_such_bucket(error):
+    if kind == MISSING and no_such_bucket(error):
         # Said as such: "missing (is it a jaxload dataset?)" would send the user looking
         # for a file when the bucket name is wrong.
         return (
@@ -262,7 +263,9 @@ def past_the_end(error: BaseException) -> bool:
 def no_credentials(error: BaseException) -> bool:
     """The client found no credentials (botocore's NoCredentialsError and kin), anywhere in
     `error`'s cause chain."""
-    return any(cls.__name__ in NO_CREDENTIALS for exc in _chain(error) for cls in type(exc).__mro__)
+    return any(
+        cls.__name__ in NO_CREDENTIALS for exc in _chain(error) for cls in inspect.getmro(type(exc))
+    )
 
 
 def _unknown_option(error: BaseException) -> bool:
@@ -326,10 +329,10 @@ def _http_status(exc: BaseException) -> int | None:
 def _is_http_error(exc: BaseException) -> bool:
     # `code` means other things on other errors (exit codes, websocket close codes): it is
     # read only on the HTTP error types, matched by name so gcsfs need not be imported.
-    return any(cls.__name__ in ("HttpError", "HTTPError") for cls in type(exc).__mro__)
+    return any(cls.__name__ in ("HttpError", "HTTPError") for cls in inspect.getmro(type(exc)))
 
 
-def _no_such_bucket(error: BaseException) -> bool:
+def no_such_bucket(error: BaseException) -> bool:
     """Whether the store said the bucket does not exist (S3's NoSuchBucket error code;
     s3fs and gcsfs say "The specified bucket does not exist")."""
     for exc in _chain(error):

@@ -1,7 +1,7 @@
 """Temporary directories a process owns, which a later process removes when their owner
 died without doing so (SIGKILL, the OOM killer), and only then.
 
-    local = owned_directory("jaxload-meta")                 # under the temporary directory
+    local = owned_directory("jaxload-workers")              # under the temporary directory
     cache = owned_directory("jaxload-cache", "/nvme/cache")   # jaxload-cache-<pid>@<host>-…
     ...
     remove_owned(cache)                                      # the owner, when done

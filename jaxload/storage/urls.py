@@ -110,8 +110,3 @@ def _s3_defaults(options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     ):
         return {**options, "config_kwargs": config}
     return {**options, "config_kwargs": {**config, "retries": {"max_attempts": 0}}}
-
-
-def local_or_url(path: str | os.PathLike) -> str:
-    """A URL as given; a local path as str."""
-    return path if is_url(path) else os.fspath(path)

@@ -3,31 +3,31 @@ a URL, with the fsspec storage options of `--storage-option KEY=VALUE` (shared w
 `jaxload convert`).
 
 A URL of a scheme the loader reads (s3://, gs://, hf://, http(s)://) is looked at through
-its meta/info.json alone: a jaxload dataset there is described from a local copy of its
-meta/ (`locate`), exactly as `jaxload.open(url, storage_options=...)` would read it; a
+its meta/info.json alone: a jaxload dataset there is described from its metadata read
+where it lives (`locate`), exactly as `jaxload.open(url, storage_options=...)` reads it; a
 LeRobot dataset there goes to the source commands. Every failure is a JaxloadError that
 names the URL (a missing bucket, a missing meta/info.json, access denied).
 
     options = storage_options_of(args)                # {"endpoint_url": ...} or None
     dataset_kind(args.path, options)                  # "jaxload" or "lerobot"
-    where = locate("s3://bucket/ds", options)         # where.root: local meta/ copy
-    with where.messages():
-        info = fmt.read_info(where.root)              # errors name s3://bucket/ds
+    where = locate("s3://bucket/ds", options)         # where.storage: read where it lives
+    info = read_info(where.storage)                   # errors name s3://bucket/ds
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from jaxload.errors import DatasetError, JaxloadError
 from jaxload.format import layout
+from jaxload.format.storage import DatasetStorage
+from jaxload.storage.retry import RetryPolicy
 from jaxload.storage.urls import is_url
 
 JAXLOAD = "jaxload"
@@ -93,7 +93,7 @@ def dataset_kind(path: str | os.PathLike, options: Mapping[str, Any] | None = No
 def manifest(url: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
     """meta/info.json at `url`, parsed; a JaxloadError naming the URL when it is not there
     (a missing bucket is said as such), unreadable or not a dataset's."""
-    from jaxload.storage.retry import RetryPolicy, call_with_retries
+    from jaxload.storage.retry import call_with_retries
     from jaxload.storage.urls import filesystem, join
 
     url = url.rstrip("/")
@@ -116,29 +116,19 @@ def manifest(url: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Located:
-    """A jaxload dataset as the CLI reads it: `root` is a local directory holding its
-    meta/ (the dataset itself, or a temporary copy of a URL's meta/)."""
+    """A jaxload dataset as the CLI reads it: `storage` reads its files where they live
+    (a local directory, or an object store for a URL)."""
 
     path: str  # as given: what messages name
-    root: str
+    storage: DatasetStorage
     url: str | None = None
     storage_options: Mapping[str, Any] | None = None
-
-    @contextlib.contextmanager
-    def messages(self) -> Iterator[None]:
-        """DatasetErrors about the local copy of meta/ name the URL instead."""
-        if self.url is None:
-            yield
-            return
-        from jaxload.storage.files import named_as
-
-        with named_as(self.root, self.url):
-            yield
 
     def total_bytes(self) -> int:
         """Bytes of every file (every object under the URL's prefix)."""
         if self.url is None:
-            return sum(f.stat().st_size for f in Path(self.root).rglob("*") if f.is_file())
+            root = Path(self.storage.name)
+            return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
         from jaxload.storage.retry import RetryPolicy, call_with_retries
         from jaxload.storage.urls import filesystem
 
@@ -151,14 +141,16 @@ class Located:
 
 
 def locate(path: str | os.PathLike, options: Mapping[str, Any] | None = None) -> Located:
-    """A jaxload dataset's `Located`; for a URL, its meta/ is copied to a temporary
-    directory first (what `jaxload.open` does too). A LeRobot dataset at a URL is refused
-    with the message `read_info` gives for a local one."""
+    """A jaxload dataset's `Located`. A LeRobot dataset at a URL is refused with the
+    message `read_info` gives for a local one."""
+    from jaxload.storage.object_store import open_storage
+
     refuse_options_for_local(str(path), options)
     if not is_url(path):
-        return Located(os.fspath(path), os.fspath(path))
-    from jaxload.storage.files import mirror_meta
-
+        return Located(os.fspath(path), open_storage(path))
     url = str(path).rstrip("/")
     manifest(url, options)  # one request that says what is there (or is not)
-    return Located(str(path), mirror_meta(url, options), url, options)
+    remote = {"retry": RetryPolicy(**CLI_RETRY)}
+    return Located(
+        str(path), open_storage(url, storage_options=options, remote=remote), url, options
+    )

@@ -4,7 +4,7 @@ A check is a function that raises `JaxloadError` with a message when it fails. L
 checks that need an earlier one's result are skipped (not counted) when it failed.
 
 A dataset at a URL (s3://, gs://, hf://, https://) gets the same checks, read the way the
-loader reads it: its meta/ copied, every record fetched by byte range through the record
+loader reads it: its metadata read where it lives, every record fetched by byte range through the record
 offset index (each index checked against info.json) and verified by its checksum; the
 fingerprint is taken over the records as stored (payload and checksum, resealed).
 """
@@ -25,7 +25,9 @@ from jaxload import format as fmt
 from jaxload.decode.frames import decode_gops
 from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError
 from jaxload.format.mp4 import gop_num_frames
-from jaxload.format.reader import DatasetFiles, open_shard, read_info, read_tasks
+from jaxload.format.reader import DatasetFiles, read_info, read_tasks
+from jaxload.format.shards import open_shard
+from jaxload.format.storage import DatasetStorage, LocalDirectory
 
 
 @dataclasses.dataclass
@@ -68,82 +70,32 @@ def check_dataset(
 ) -> list[CheckResult]:
     """Checks a converted jaxload dataset end to end (it reads every record once); `path`
     may be a URL, read with `storage_options` (module docstring)."""
-    from jaxload.storage.urls import is_url
+    from jaxload.storage.object_store import open_storage
 
-    if is_url(path):
-        return _check(_RemoteDataset(str(path).rstrip("/"), storage_options))
-    return _check(_LocalDataset(Path(path)))
+    return _check(open_storage(path, storage_options=storage_options))
 
 
-class _LocalDataset:
-    """How the checks reach a dataset directory."""
-
-    def __init__(self, root: Path):
-        self.name = self.root = root
-
-    def read_info(self) -> fmt.DatasetInfo:
-        return read_info(self.root)
-
-    def open(self) -> DatasetFiles:
-        return DatasetFiles(self.root)
-
-    def read_tasks(self) -> dict[int, str]:
-        return read_tasks(self.root)
-
-    def read_records(self, files: DatasetFiles, digest) -> dict[int, list[bytes]]:
-        return _read_all_records(files, digest)
-
-
-class _RemoteDataset:
-    """How the checks reach a dataset at a URL: meta/ copied once, records by byte range.
-    Messages name the URL, not the local copy of meta/."""
-
-    def __init__(self, url: str, storage_options: Mapping[str, Any] | None):
-        self.name, self.storage_options = url, storage_options
-        self.meta: str | None = None
-
-    def read_info(self) -> fmt.DatasetInfo:
-        from jaxload.storage.files import mirror_meta, named_as
-
-        self.meta = mirror_meta(self.name, self.storage_options)
-        with named_as(self.meta, self.name):
-            return read_info(self.meta)
-
-    def open(self) -> DatasetFiles:
-        from jaxload.storage.files import open_files
-
-        return open_files(self.name, storage_options=self.storage_options, meta_root=self.meta)
-
-    def read_tasks(self) -> dict[int, str]:
-        from jaxload.storage.files import named_as
-
-        with named_as(self.meta, self.name):
-            return read_tasks(self.meta)
-
-    def read_records(self, files: DatasetFiles, digest) -> dict[int, list[bytes]]:
-        return _fetch_all_records(files, digest)
-
-
-def _check(dataset: _LocalDataset | _RemoteDataset) -> list[CheckResult]:
+def _check(storage: DatasetStorage) -> list[CheckResult]:
     state: dict = {}
 
     def metadata():
-        info = state["info"] = dataset.read_info()
+        info = state["info"] = read_info(storage)
         checks = "records checksummed" if info.checked else "no per-record checksums"
         return f"format version {info.format_version} ({checks}), {info.total_episodes} episodes"
 
     def episodes():
         # The reader checks the table against info.json (episode and frame totals, shards,
         # record offsets, GOP tables).
-        state["files"] = dataset.open()
+        state["files"] = DatasetFiles(storage)
         return f"{state['info'].total_frames} frames"
 
     def tasks():
-        return f"{len(dataset.read_tasks())} tasks"
+        return f"{len(read_tasks(storage))} tasks"
 
     def shards():
         state["digest"] = hashlib.sha256()
-        state["records"] = dataset.read_records(state["files"], state["digest"])
+        read = _read_all_records if isinstance(storage, LocalDirectory) else _fetch_all_records
+        state["records"] = read(state["files"], state["digest"])
         return f"{state['info'].num_shards} shards, every record matches its checksum"
 
     def frames():
@@ -167,7 +119,7 @@ def _check(dataset: _LocalDataset | _RemoteDataset) -> list[CheckResult]:
         )
         if actual != info.fingerprint:
             raise DatasetError(
-                f"{dataset.name}: content does not match its fingerprint (records changed "
+                f"{storage.name}: content does not match its fingerprint (records changed "
                 "after conversion?)"
             )
         return actual[:16]
@@ -192,7 +144,7 @@ def _read_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
     expected = _expected_records(files)
     records = {}
     for shard in range(files.info.num_shards):
-        path = files.readers.path(shard)
+        path = files.storage.where(fmt.shard_path(shard))
         reader = open_shard(path)
         try:
             records[shard] = reader.read_all()
@@ -228,7 +180,7 @@ def _fetch_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
     expected, info = _expected_records(files), files.info
     records = {}
     for shard in range(info.num_shards):
-        path = files.readers.path(shard)
+        path = files.storage.where(fmt.shard_path(shard))
         count = int(info.shard_records[shard])
         if count != expected.get(shard, 0):
             raise DatasetError(

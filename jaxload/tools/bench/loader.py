@@ -44,8 +44,8 @@ def measure_jaxload(
         >>> print(f"{result.samples_per_s:.0f} samples/s, first batch {result.time_to_first_batch_s:.1f} s")
     """
     import jaxload
-    from jaxload.pipeline.loader import make_loader
-    from jaxload.pipeline.options import split_cores
+    from jaxload.pipeline.make_loader import make_loader
+    from jaxload.pipeline.options import PipelineOptions, split_cores
 
     windows = dict(delta_timestamps) if delta_timestamps is not None else bench_windows(path)
     ds = jaxload.open(path)  # metadata only: frames per sample, index -> position
@@ -70,10 +70,9 @@ def measure_jaxload(
             global_batch_size=batch_size,
             seed=seed,
             delta_timestamps=windows,
-            num_workers=num_workers,
             host_index=0,
             host_count=1,
-            **kwargs,
+            options=PipelineOptions(num_workers=num_workers, **kwargs),
         )
         loaders.append(loader)
         return loader

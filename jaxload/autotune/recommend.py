@@ -1,18 +1,20 @@
 """Loader settings from measurements of this machine and the dataset.
 
 `jaxload.pipeline.machine.probe_machine()` reads cores, memory and GPUs (with which codecs
-their NVDEC decodes); `jaxload.tools.autotune.probe.probe_dataset()` measures record sizes
+their NVDEC decodes); `jaxload.autotune.probe.probe_dataset()` measures record sizes
 and decode times. `recommend()` turns both into make_loader settings; the rules are in
 docs/METADATA.md ("Autotune"), and every choice carries its reason. The decode device
 follows the loader's own policy (`jaxload.pipeline.decode_device`).
 
-    >>> from jaxload.tools.autotune import recommend
+    >>> from jaxload.autotune import recommend
     >>> windows = {"action": [k / 10 for k in range(4)]}
     >>> rec = recommend("out/demo", delta_timestamps=windows, probe_gpu_decode=False)
     >>> rec.global_batch_size % rec.batch_size_min
     0
-    >>> sorted(rec.loader_kwargs())
+    >>> sorted(rec.knobs())
     ['decode_device', 'num_workers', 'prefetch', 'read_threads', 'worker_buffer_size']
+    >>> sorted(rec.loader_kwargs())  # for make_loader
+    ['decode_device', 'options']
 
 `print(rec.summary())` shows what was measured and why; `rec.make_loader_call()` is a
 paste-ready `jaxload.make_loader(...)` call.
@@ -30,16 +32,16 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.autotune.probe import DatasetProbe, probe_dataset
 from jaxload.pipeline.decode_device import (
     DECODE_DEVICES,
     decide_decode_device,
     probe_torchcodec_cuda,
 )
 from jaxload.pipeline.machine import GiB, MachineInfo, probe_machine
-from jaxload.pipeline.options import CORES_PER_PROCESS, split_cores
-from jaxload.tools.autotune.probe import DatasetProbe, probe_dataset
+from jaxload.pipeline.options import CORES_PER_PROCESS, PipelineOptions, split_cores
 
-log = logging.getLogger("jaxload.tools.autotune.recommend")
+log = logging.getLogger("jaxload.autotune.recommend")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +62,8 @@ class Recommendation:
     datasets: tuple[DatasetProbe, ...]
     delta_timestamps: Mapping[str, Sequence[float]] | None = None
 
-    def loader_kwargs(self) -> dict[str, Any]:
-        """The make_loader keyword arguments this recommends (not global_batch_size)."""
+    def knobs(self) -> dict[str, Any]:
+        """The `PipelineOptions` fields this recommends."""
         return {
             "num_workers": self.num_workers,
             "read_threads": self.read_threads,
@@ -69,6 +71,13 @@ class Recommendation:
             "prefetch": self.prefetch,
             "decode_device": self.decode_device,
         }
+
+    def loader_kwargs(self) -> dict[str, Any]:
+        """The make_loader keyword arguments this recommends (not global_batch_size):
+        `decode_device` and `options` (a `jaxload.PipelineOptions` with the rest)."""
+        knobs = self.knobs()
+        device = knobs.pop("decode_device")
+        return {"decode_device": device, "options": PipelineOptions(**knobs)}
 
     def make_loader_call(self) -> str:
         """A paste-ready `jaxload.make_loader(...)` call."""
@@ -82,7 +91,10 @@ class Recommendation:
         ]
         if self.delta_timestamps:
             lines.append(f"    delta_timestamps={dict(self.delta_timestamps)!r},")
-        lines += [f"    {k}={v!r}," for k, v in self.loader_kwargs().items()]
+        knobs = self.knobs()
+        lines.append(f"    decode_device={knobs.pop('decode_device')!r},")
+        fields = ", ".join(f"{k}={v!r}" for k, v in knobs.items())
+        lines.append(f"    options=jaxload.PipelineOptions({fields}),")
         return "\n".join([*lines, ")"])
 
     def summary(self) -> str:
@@ -131,7 +143,7 @@ class Recommendation:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            **self.loader_kwargs(),
+            **self.knobs(),
             "batch_size_min": self.batch_size_min,
             "batch_size_max": self.batch_size_max,
             "global_batch_size": self.global_batch_size,
@@ -191,9 +203,9 @@ def tuned_loader_kwargs(
     host_count: int = 1,
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What `make_loader(..., autotune=True)` applies: the recommended loader kwargs, with
+    """What `PipelineOptions(autotune=True)` applies: the recommended knobs, with
     the ones the caller set explicitly (`overrides`, non-None values) kept, logged once
-    on the "jaxload.tools.autotune.recommend" logger with the reasons.
+    on the "jaxload.autotune.recommend" logger with the reasons.
 
     Example (inside make_loader, after opening the datasets)::
 
@@ -201,7 +213,7 @@ def tuned_loader_kwargs(
                                     overrides={"num_workers": num_workers})
     """
     rec = recommend(datasets, delta_timestamps=delta_timestamps, host_count=host_count)
-    kwargs = rec.loader_kwargs()
+    kwargs = rec.knobs()
     kept = {k: v for k, v in (overrides or {}).items() if v is not None and k in kwargs}
     kwargs.update(kept)
     log.info(

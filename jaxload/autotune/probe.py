@@ -1,9 +1,9 @@
 """Measurements of a dataset for autotune: record sizes, decode times on a sample of its
 video segments (ms per frame per camera, and per random access) and whole samples (ms per
-sample, with the windows asked for). `jaxload.tools.autotune.recommend` turns them, with
+sample, with the windows asked for). `jaxload.autotune.recommend` turns them, with
 the machine's (`jaxload.pipeline.machine`), into loader settings.
 
-    >>> from jaxload.tools.autotune import probe_dataset
+    >>> from jaxload.autotune import probe_dataset
     >>> probe = probe_dataset("out/demo", segments=2, samples=2)
     >>> probe.episodes, probe.frames, sorted(probe.cameras)
     (4, 20, ['observation.images.top'])
@@ -92,7 +92,7 @@ def _probe_camera(ds: Any, cam: str, count: int, spec: Mapping[str, Any]) -> Cam
     from jaxload.decode.frames import decode_gops
 
     info, shape = ds.info.cameras[cam], spec[cam].shape
-    inits, segments, lengths = _sample_segments(ds.path, ds.episode_index, cam, count)
+    inits, segments, lengths = _sample_segments(ds.storage, ds.episode_index, cam, count)
 
     def decode(init: bytes, gop: bytes, frames: list[int]) -> None:
         decode_gops(init, [gop], [frames], info.codec, info.width, info.height)
@@ -122,7 +122,7 @@ def _ms(fn: Any, *args: Any) -> float:
 
 
 def _sample_segments(
-    root: str, episodes: Sequence[int], cam: str, count: int
+    root: Any, episodes: Sequence[int], cam: str, count: int
 ) -> tuple[list[bytes], list[bytes], list[int]]:
     """A middle segment (full length where there are several) of `count` episodes spread
     over the selection, with its init segment and frame count."""

@@ -1,5 +1,5 @@
 """Autotune: make_loader settings from measurements of this machine and the dataset
-(`jaxload autotune PATH`, or `make_loader(..., autotune=True)`).
+(`jaxload autotune PATH`, or `make_loader(..., options=PipelineOptions(autotune=True))`).
 
 - `probe`: what a dataset costs here (record sizes, decode and sample times);
 - `recommend`: `Recommendation` and the rules that turn the measurements, with the
@@ -13,8 +13,8 @@ Example::
                                  **rec.loader_kwargs())
 """
 
-from jaxload.tools.autotune.probe import CameraProbe, DatasetProbe, probe_dataset
-from jaxload.tools.autotune.recommend import Recommendation, recommend, tuned_loader_kwargs
+from jaxload.autotune.probe import CameraProbe, DatasetProbe, probe_dataset
+from jaxload.autotune.recommend import Recommendation, recommend, tuned_loader_kwargs
 
 __all__ = [
     "CameraProbe",

@@ -1,0 +1,338 @@
+"""`make_loader`: its arguments checked and resolved once into a `LoaderSpec`
+(jaxload.pipeline.spec), from which the `Loader` (jaxload.pipeline.loader) runs.
+
+What is read: ``jaxload.pipeline.sources``; how: ``jaxload.pipeline.options``; the order:
+``jaxload.sampling.stream``; which rows this host takes: ``jaxload.pipeline.hosts``; what a
+batch holds: ``jaxload.pipeline.batch_schema`` and ``batch_keys``; where video is decoded
+and image transforms run: ``decode_device`` and ``image_transforms``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from jaxload.pipeline import workers
+from jaxload.pipeline.arguments import check_arguments, check_yields_a_batch, source_weights
+from jaxload.pipeline.batch_keys import key_selection
+from jaxload.pipeline.batch_schema import BatchSchema
+from jaxload.pipeline.decode_device import cameras_decoded_on_device, resolve_decode_device
+from jaxload.pipeline.hosts import this_host_rows
+from jaxload.pipeline.image_transforms import resolve_image_transforms
+from jaxload.pipeline.loader import Batch, Loader
+from jaxload.pipeline.options import PipelineOptions
+from jaxload.pipeline.sources import DatasetSource, as_sources, open_sources
+from jaxload.pipeline.spec import LoaderSpec, Placement
+from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
+from jaxload.sampling.stream import SampleStream
+
+# make_loader keywords that only repeat a PipelineOptions field (deprecated: `options=`).
+DEPRECATED_SHORTHANDS = (
+    "num_workers",
+    "read_threads",
+    "worker_buffer_size",
+    "prefetch",
+    "autotune",
+)
+
+
+def make_loader(
+    paths_or_datasets: Any,
+    *,
+    global_batch_size: int,
+    seed: int = 0,
+    shuffle: bool = True,
+    num_epochs: int | None = None,
+    delta_timestamps: Mapping[str, Sequence[float]] | Sequence[Mapping] | None = None,
+    drop_n_first_frames: int = 0,
+    drop_n_last_frames: int = 0,
+    weights: Sequence[float] | None = None,
+    sharding: Any = None,
+    decode_device: str | None = None,
+    host_index: int | None = None,
+    host_count: int | None = None,
+    options: PipelineOptions | None = None,
+    batch_transform: Callable[[Batch], Batch] | None = None,
+    mixture_block_size: int | None = DEFAULT_BLOCK_SIZE,
+    episodes: Any = None,
+    key_maps: Sequence[Mapping[str, str]] | None = None,
+    keys: Sequence[str] | None = None,
+    image_transforms: Any = None,
+    image_transforms_on: str = "auto",
+    storage_options: Mapping[str, Any] | None = None,
+    remote: Any = None,
+    num_workers: int | None = None,
+    read_threads: int | None = None,
+    worker_buffer_size: int | None = None,
+    prefetch: int | None = None,
+    autotune: bool | None = None,
+) -> Loader:
+    """Deterministic, resumable iterator of global batches over one or more jaxload datasets.
+
+    Batch k is global positions [k*G, (k+1)*G) of a stream of epochs; each epoch is a
+    permutation of the valid anchors fixed by (seed, epoch), and each host reads a fixed
+    part of every global batch, so a batch's content depends on neither the worker nor the
+    host count, and the loader's state (`get_state`) restores bit-exactly on any number of
+    hosts.
+
+    Example (a batch goes into a jitted step as it is; parameters are replicated over the
+    mesh, which `jax.make_mesh`'s Explicit axes need: docs/LOADER.md, "Batches and `jax.jit`")::
+
+        >>> import jax, jax.numpy as jnp
+        >>> from jax.sharding import NamedSharding, PartitionSpec as P
+        >>> mesh = jax.make_mesh((jax.device_count(),), ("data",))
+        >>> loader = jaxload.make_loader(
+        ...     "out/demo", global_batch_size=4, seed=0, sharding=NamedSharding(mesh, P("data")),
+        ...     delta_timestamps={"action": [k / 10 for k in range(4)]},
+        ... )
+        >>> spec = loader.element_spec
+        >>> w = jnp.zeros((spec["observation.state"].shape[-1], spec["action"].shape[-1]))
+        >>> w = jax.device_put(w, NamedSharding(mesh, P()))  # replicated
+        >>> @jax.jit
+        ... def train_step(w, batch):
+        ...     def loss(w):
+        ...         pred = (batch["observation.state"] @ w)[:, None]  # one action for the chunk
+        ...         valid = ~batch["action_is_pad"][..., None]
+        ...         return (((pred - batch["action"]) ** 2) * valid).mean()
+        ...     value, grad = jax.value_and_grad(loss)(w)
+        ...     return w - 1e-3 * grad, value
+        >>> for step, batch in zip(range(3), loader):
+        ...     w, loss = train_step(w, batch)
+        >>> loader
+        Loader(sources=['out/demo'], global_batch_size=4, seed=0, hosts=1 (this one: rows 0..3), ..., epoch=0, step=3, position=12)
+        >>> state = loader.get_state()  # or save it with Orbax: jaxload.LoaderSave
+        >>> loader.close()
+
+    Args:
+        paths_or_datasets: what is read: a dataset path, a URL (s3://, gs://, hf://,
+            https://: read by byte range, verified, fetched ahead from the known order;
+            docs/LOADER.md, "Remote datasets"), a dataset opened with `jaxload.open`, a
+            `jaxload.DatasetSource` (path, weight, episodes, windows, key map), or a list
+            of them (a mixture).
+        global_batch_size: rows of each global batch, divisible by the host count (and by
+            the batch shards of `sharding`).
+        seed: fixes each epoch's permutation (an integer in [0, 2**64)).
+        shuffle: False keeps source order.
+        num_epochs: epochs to read (the last incomplete batch is dropped); None: for ever.
+        delta_timestamps: LeRobot's windows, {key: offsets in seconds}; one dict shared by
+            every dataset (each takes the keys it has), or a list with one per dataset.
+        drop_n_first_frames, drop_n_last_frames: frames of each episode that are never
+            anchors.
+        weights: mixture weights, one per dataset (default: their valid anchors).
+            jaxload.sampling.mixture says how a mixture's blocks are filled exactly.
+        sharding: a NamedSharding whose first axis shards the batch: each array is then a
+            global jax.Array built by jax.make_array_from_process_local_data from the rows
+            this process's devices hold. None: the batch is this host's numpy rows.
+        decode_device: where video is decoded: "cpu" (default: in the readers), "cuda"
+            (NVDEC, onto each row's GPU, in this process), "device" (any device torchcodec
+            decodes on) or "auto" ("cuda" when torchcodec decodes on a GPU here and its
+            NVDEC handles every camera's codec, else "cpu"; logged with the reason).
+            Anything but "cpu" needs `sharding`: the readers hand each camera over
+            compressed (`jaxload.decode.frames.EncodedFrames`) and every device decodes the
+            rows it holds, handed to JAX through DLPack. Sets `options.decode_device`.
+        host_index, host_count: this host's part of each global batch (default: JAX's
+            process index and count); given to simulate hosts in one process.
+        options: how the pipeline runs (a `jaxload.PipelineOptions`: worker processes,
+            read threads, buffers, autotune, the reader timeout; default from the core
+            count). Never changes what a batch holds.
+        batch_transform: batch -> batch, run in the readers on this host's numpy rows,
+            before `keys` selects (it sees every key, "task" included: a tokenizer can make
+            token arrays of it). Define it at module level so worker processes can
+            unpickle it.
+        mixture_block_size: the mixture's block (default: the smallest exact block).
+        episodes: episode indices to read: one selection for every dataset, or a list with
+            one selection (or None) per dataset.
+        key_maps: per dataset, renames of its keys in the batch (`{key}_is_pad` follows).
+        keys: exactly the keys a batch holds, strings and "dataset_index" included. Default:
+            every key `jax.jit` accepts ("task" and string features left out,
+            "dataset_index" only in a mixture; jaxload.pipeline.batch_keys).
+        image_transforms: a `jaxload.ImageTransforms`, or a list of steps such as
+            `jaxload.transforms.RandomResizedCrop` and `ColorJitter`: every camera (or the
+            transforms' `keys`) resized and augmented with random parameters keyed by
+            (seed, global position), the same for any worker or host count and after a
+            restore (docs/LOADER.md, "Image transforms").
+        image_transforms_on: "cpu" (in the readers, before `batch_transform`), "device"
+            (jitted over the global batch after decode; needs `sharding`) or "auto"
+            ("device" when the devices decode the video, else "cpu").
+        storage_options: fsspec options (endpoint, credentials) of the datasets at URLs.
+        remote: a `jaxload.RemoteOptions` (or a dict of its fields) for datasets at URLs:
+            cache, concurrency, retries.
+        num_workers, read_threads, worker_buffer_size, prefetch, autotune: deprecated
+            shorthands for the `options` fields of the same names (a DeprecationWarning);
+            pass `options=jaxload.PipelineOptions(...)`.
+
+    Returns:
+        A `Loader`: an iterator of batches (one consumer) with `get_state()`,
+        `set_state(state, allow_global_batch_size_change=False)`, `start()`, `close()`
+        (also a context manager), `position`, `epoch`, `epoch_size`, `num_batches`,
+        `element_spec`, `spec` (the resolved `LoaderSpec`) and a repr saying what it reads
+        and where it is.
+
+    Raises:
+        ValueError: an argument out of range, named with its rule.
+        jaxload.errors.WindowError: windows that are not multiples of a dataset's 1/fps.
+        jaxload.errors.DatasetError: a dataset that is missing or corrupt (naming the file).
+
+    Worker processes run the top level of the script that started them again: start
+    loaders with workers under `if __name__ == "__main__":` (jaxload.errors.
+    UnguardedScriptError says so otherwise, before any worker starts; docs/LOADER.md,
+    "Worker processes and the `__main__` guard"). They exit when this process dies. A
+    reader that delivers no batch within `options.worker_timeout_s` raises
+    jaxload.errors.WorkerTimeoutError (the next next() restarts the readers at the same
+    position); a `batch_transform` that returns anything but the batch raises
+    jaxload.errors.BatchTransformError (docs/LOADER.md, "Failure behaviour").
+    """
+    check_arguments(
+        global_batch_size=global_batch_size,
+        seed=seed,
+        num_epochs=num_epochs,
+        drop_n_first_frames=drop_n_first_frames,
+        drop_n_last_frames=drop_n_last_frames,
+        mixture_block_size=mixture_block_size,
+        host_index=host_index,
+        host_count=host_count,
+    )
+    if batch_transform is not None and not callable(batch_transform):
+        raise ValueError(
+            f"batch_transform must be a callable (batch -> batch), got {batch_transform!r}"
+        )
+    options = _with_shorthands(
+        options,
+        decode_device,
+        num_workers=num_workers,
+        read_threads=read_threads,
+        worker_buffer_size=worker_buffer_size,
+        prefetch=prefetch,
+        autotune=autotune,
+    )
+    sources = as_sources(
+        paths_or_datasets,
+        episodes=episodes,
+        delta_timestamps=delta_timestamps,
+        weights=weights,
+        key_maps=key_maps,
+        storage_options=storage_options,
+    )
+    datasets = open_sources(sources, remote=remote)
+    for source, dataset in zip(sources, datasets, strict=True):
+        if len(dataset.episode_lengths) == 0:
+            raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
+    stream = SampleStream(
+        [d.episode_lengths for d in datasets],
+        weights=source_weights(sources),
+        seed=seed,
+        shuffle=shuffle,
+        drop_n_first_frames=drop_n_first_frames,
+        drop_n_last_frames=drop_n_last_frames,
+        mixture_block_size=mixture_block_size,
+    )
+    check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
+    key_maps = [dict(s.key_map or {}) for s in sources]
+    schema = BatchSchema([d.element_spec() for d in datasets], key_maps)
+    selection = key_selection(
+        keys,
+        [*schema.fields, *schema.strings],
+        mixture=len(datasets) > 1,
+        transform=batch_transform,
+    )
+    rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
+    remote_stores = {
+        d: store for d, store in enumerate(_remote_store(ds) for ds in datasets) if store
+    }
+    options = dataclasses.replace(
+        options, decode_device=resolve_decode_device(options.decode_device, datasets, sharding)
+    )
+    if options.autotune:
+        options = _autotuned(options, sources, datasets, host_count, sharding)
+    in_memory = any(s.options.cache_dir is None for s in remote_stores.values())
+    options = options.resolve(remote=in_memory)
+    encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
+    transforms, transforms_on = resolve_image_transforms(
+        image_transforms, image_transforms_on, datasets, key_maps, schema, encoded, sharding
+    )
+    if options.num_workers > 0:
+        workers.ensure_absl_flags_parsed()
+    spec = LoaderSpec(
+        names=tuple(s.name for s in sources),
+        datasets=tuple(datasets),
+        stream=stream,
+        schema=schema,
+        keys=selection,
+        global_batch_size=int(global_batch_size),
+        seed=int(seed),
+        shuffle=bool(shuffle),
+        drop_n_first_frames=int(drop_n_first_frames),
+        drop_n_last_frames=int(drop_n_last_frames),
+        num_epochs=num_epochs,
+        rows=rows,
+        host_count=host_count,
+        sharding=sharding,
+        placement=Placement(options.decode_device, encoded, transforms, transforms_on),
+        batch_transforms=(batch_transform,) if batch_transform is not None else (),
+        options=options,
+        remote_stores=remote_stores,
+    )
+    return Loader(spec)
+
+
+def _with_shorthands(
+    options: PipelineOptions | None, decode_device: str | None, **shorthands: Any
+) -> PipelineOptions:
+    """`options` with `decode_device` and the deprecated shorthands set.
+
+    The shorthands warn and cannot be combined with `options` (one place says how the
+    pipeline runs); `decode_device`, a make_loader keyword of the stable contract, sets
+    `options.decode_device` unless `options` names another device."""
+    given = {k: v for k, v in shorthands.items() if v is not None}
+    if given:
+        names = ", ".join(f"{k}={v!r}" for k, v in given.items())
+        warnings.warn(
+            f"make_loader({names}): these keywords are deprecated; pass "
+            f"options=jaxload.PipelineOptions({names}) instead",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        if options is not None:
+            raise TypeError(
+                f"make_loader: pass {sorted(given)} inside `options` (a jaxload.PipelineOptions), "
+                "not beside it"
+            )
+    options = dataclasses.replace(options or PipelineOptions(), **given)
+    if decode_device is None or decode_device == options.decode_device:
+        return options
+    if options.decode_device != PipelineOptions.decode_device:
+        raise ValueError(
+            f"decode_device={decode_device!r}, but options.decode_device="
+            f"{options.decode_device!r}: name the device once"
+        )
+    return dataclasses.replace(options, decode_device=decode_device)
+
+
+def _remote_store(dataset: Any) -> Any:
+    """The RemoteStore of a jaxload dataset read from object storage, else None."""
+    from jaxload.dataset import JaxloadDataset
+
+    return dataset.remote_store if isinstance(dataset, JaxloadDataset) else None
+
+
+def _autotuned(
+    options: PipelineOptions,
+    sources: Sequence[DatasetSource],
+    datasets: list,
+    host_count: int,
+    sharding: Any,
+) -> PipelineOptions:
+    """Apply jaxload.autotune's recommendation to the knobs the caller left unset."""
+    from jaxload.autotune import tuned_loader_kwargs
+
+    explicit = {k: getattr(options, k) for k in options.explicit}
+    windows = sources[0].delta_timestamps if len(sources) == 1 else None
+    tuned = tuned_loader_kwargs(
+        datasets, delta_timestamps=windows, host_count=host_count, overrides=explicit
+    )
+    if tuned.get("decode_device", "cpu") != "cpu" and sharding is None:
+        tuned["decode_device"] = "cpu"  # decoding onto devices needs to know which: `sharding`
+    fields = {f.name for f in dataclasses.fields(PipelineOptions)} - {"autotune"}
+    return dataclasses.replace(options, **{k: v for k, v in tuned.items() if k in fields})
