@@ -142,7 +142,7 @@ print(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2:])))
 @pytest.mark.integration
 def test_a_trainer_imports_no_tooling_library(tmp_path):
     from jaxload.converters.convert import convert
-    from tests.lerobot_factory import write_lerobot_v3
+    from tests.support.lerobot_factory import write_lerobot_v3
 
     src = write_lerobot_v3(tmp_path / "src", cameras={"observation.images.top": (48, 64)})
     convert(src, tmp_path / "ds", workers=1, progress=False)
