@@ -29,8 +29,8 @@ from jaxload.errors import DatasetError
 from jaxload.stats import load_stats, stats_to_json
 from tests.support.lerobot_factory import write_lerobot_v3
 
-# Every test starts the CLI in a fresh interpreter: the integration tier.
-pytestmark = pytest.mark.integration
+# Every test starts the CLI in a fresh interpreter.
+pytestmark = pytest.mark.processes
 
 REPO = Path(__file__).resolve().parents[2]
 CLOSED_PORT = "http://127.0.0.1:9"

@@ -28,6 +28,8 @@ pytest.importorskip("moto", reason="moto[server] (the dev extra) runs the S3 tes
 
 import tests.converters.test_convert_to_s3 as to_s3
 
+pytestmark = pytest.mark.processes  # the S3 test server is a subprocess
+
 # tests/converters/test_convert_to_s3.py's fixtures, reused: the S3 server (`server`, `s3`: faults
 # cleared around each test), the LeRobot source and its local conversion.
 server, s3, source, local = to_s3.server, to_s3.s3, to_s3.source, to_s3.local

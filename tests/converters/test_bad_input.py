@@ -21,6 +21,8 @@ from jaxload.errors import JaxloadError, SourceError, WindowError
 from tests.support.helpers import leftovers
 from tests.support.lerobot_factory import write_lerobot_v3
 
+pytestmark = pytest.mark.integration
+
 LENGTHS = (4, 6, 3)
 
 
@@ -136,6 +138,7 @@ def test_too_short_video_with_stream_copy(tmp_path):
     _no_output(tmp_path)
 
 
+@pytest.mark.processes
 def test_cli_reports_errors_without_a_traceback(src, tmp_path):
     (src / "meta/info.json").unlink()
     run = subprocess.run(

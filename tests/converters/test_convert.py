@@ -18,6 +18,8 @@ from jaxload.errors import JaxloadError
 from tests.support.helpers import leftovers, tree_bytes
 from tests.support.lerobot_factory import decode_frame_leds, frame_state, write_lerobot_v3
 
+pytestmark = pytest.mark.integration
+
 LENGTHS = (5, 1, 2, 17, 9, 3)
 CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}
 
@@ -44,6 +46,7 @@ def converted(source, tmp_path_factory):
     return out
 
 
+@pytest.mark.processes
 def test_every_frame_is_the_right_frame(converted):
     ds = jaxload.open(converted)
     assert len(ds) == sum(LENGTHS)
@@ -59,6 +62,7 @@ def test_every_frame_is_the_right_frame(converted):
             assert decode_frame_leds(sample[cam]) == t, (i, cam)
 
 
+@pytest.mark.processes
 def test_windows_clamp_inside_episodes_for_video_and_tabular(converted):
     dt = {
         "observation.images.top": [-0.2, 0.0, 0.1],
@@ -87,12 +91,14 @@ def test_windows_clamp_inside_episodes_for_video_and_tabular(converted):
     assert not s["action_is_pad"].any()
 
 
+@pytest.mark.processes
 def test_tasks_follow_each_frames_task_index(converted):
     ds = jaxload.open(converted)
     ep2 = ds.__getitems__([6, 7])  # the multi-task episode: first half "fold", second "stack"
     assert [s["task"] for s in ep2] == ["fold", "stack"]
 
 
+@pytest.mark.processes
 def test_episode_subset_reads_only_those_episodes(converted):
     ds = jaxload.open(converted, episodes=[3, 1])
     assert len(ds) == LENGTHS[1] + LENGTHS[3]
@@ -101,6 +107,7 @@ def test_episode_subset_reads_only_those_episodes(converted):
     assert int(ds[1]["index"]) == sum(LENGTHS[:3])
 
 
+@pytest.mark.processes
 def test_reads_are_thread_safe(converted):
     ds = jaxload.open(converted, delta_timestamps={"observation.images.top": [-0.1, 0.0]})
     expected = [ds[i] for i in range(len(ds))]
@@ -119,6 +126,7 @@ def test_reads_are_thread_safe(converted):
             assert s["index"] == e["index"]
 
 
+@pytest.mark.processes
 def test_pickles_and_serves_grain_worker_processes(converted):
     import grain
 
@@ -134,6 +142,7 @@ def test_pickles_and_serves_grain_worker_processes(converted):
     assert indices == list(range(len(ds)))
 
 
+@pytest.mark.processes
 def test_output_bytes_do_not_depend_on_worker_count(source, converted, tmp_path):
     convert(source, tmp_path / "one", workers=1, gop=4, progress=False)
     assert tree_bytes(tmp_path / "one") == tree_bytes(converted)
@@ -219,6 +228,7 @@ def test_converts_into_an_existing_empty_directory(tmp_path):
     assert len(jaxload.open(tmp_path / "ds")) == 3
 
 
+@pytest.mark.processes
 def test_speed_key_is_the_episodes_speed_bucket(converted):
     from jaxload.stats.speed import speed_labels
 

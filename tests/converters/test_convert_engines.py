@@ -15,7 +15,7 @@ from tests.support.lerobot_factory import write_lerobot_v3
 
 LENGTHS = (12, 3, 30, 7, 1, 18, 5, 9)
 # ray.init starts its daemons with fork+exec from this (JAX-importing) process: harmless.
-pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")]
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,7 @@ def one_worker(source, tmp_path_factory):
     return tree_bytes(out)
 
 
+@pytest.mark.processes
 def test_two_local_workers_write_the_same_bytes(source, one_worker, tmp_path):
     report = convert(source, tmp_path / "ds", workers=2, shard_bytes=40_000, progress=False)
     assert report.engine == "local" and report.workers == 2
@@ -52,6 +53,7 @@ def test_two_local_workers_write_the_same_bytes(source, one_worker, tmp_path):
     assert tree_bytes(tmp_path / "ds") == one_worker
 
 
+@pytest.mark.processes
 def test_ray_writes_the_same_bytes(source, one_worker, ray_session, tmp_path):
     report = convert(source, tmp_path / "ds", engine="ray", shard_bytes=40_000, progress=False)
     assert report.engine == "ray" and report.workers == 2
@@ -59,6 +61,7 @@ def test_ray_writes_the_same_bytes(source, one_worker, ray_session, tmp_path):
     assert ray_session.is_initialized()  # a session the caller started is left running
 
 
+@pytest.mark.processes
 def test_ray_task_errors_come_back_as_clean_messages(source, ray_session, tmp_path):
     import shutil
 

@@ -15,6 +15,8 @@ import pytest
 
 from tests.support.lerobot_factory import write_lerobot_v3
 
+pytestmark = pytest.mark.processes  # each test runs `jaxload convert` in a subprocess
+
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "jaxload.cli", "convert"]
 RESUMES = "rerun the same command to resume: the episodes already converted are kept"

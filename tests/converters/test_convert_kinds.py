@@ -26,6 +26,8 @@ from tests.support.lerobot_factory import (
     write_lerobot_v3,
 )
 
+pytestmark = pytest.mark.integration
+
 LENGTHS = (9, 3, 14)
 IMAGE_CAMERAS = {"image": (48, 64), "wrist_image": (42, 56)}  # openpi's LIBERO keys
 
@@ -188,6 +190,7 @@ def test_a_corrupt_png_is_named_by_file_episode_and_frame(tmp_path):
     assert len(failed) == 1 and "episode 1, camera 'image', frame 2" in failed[0].detail
 
 
+@pytest.mark.processes
 def test_min_psnr_chooses_a_crf_per_camera_and_meets_it(tmp_path):
     """Noisy footage: crf 14 misses a 46 dB target; --min-psnr 46 picks lower crfs per
     camera and every stored frame reaches it; the choice is deterministic."""

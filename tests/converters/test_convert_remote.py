@@ -29,6 +29,8 @@ from tests.support.helpers import tree_bytes
 from tests.support.lerobot_factory import write_lerobot_v3
 from tests.support.remote_fakes import SHA, Faults, FaultyFileSystem, LocalHub, downloads
 
+pytestmark = pytest.mark.integration
+
 REPO = "org/ds"
 LENGTHS = (4, 7, 2, 5, 3)
 FAST = {"base_delay": 0.001, "max_delay": 0.004}
@@ -183,6 +185,7 @@ def test_unknown_hub_dataset(dataset, tmp_path):
         convert("org/nope", tmp_path / "out", hub_client=LocalHub(dataset[2]), progress=False)
 
 
+@pytest.mark.processes
 def test_unreachable_hub_fails_at_once_saying_what_src_was_tried_as(tmp_path):
     """The real huggingface_hub, pointed at a closed port on loopback (never a real host).
     The first hub request decides whether SRC is a hub dataset at all: a refused connection
@@ -222,6 +225,7 @@ def test_unreachable_hub_fails_at_once_saying_what_src_was_tried_as(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.partial").exists()
 
 
+@pytest.mark.processes
 def test_fsspec_url_with_faulty_reads_in_two_workers(dataset, tmp_path):
     src, local, _ = dataset
     faults = Faults(str(tmp_path / "faults"), transient=1)

@@ -25,6 +25,8 @@ from jaxload.errors import JaxloadError
 from tests.support.helpers import tree_bytes
 from tests.support.lerobot_factory import write_lerobot_v3
 
+pytestmark = pytest.mark.integration
+
 LENGTHS = (20, 6, 30, 12, 3, 25, 9, 15)
 SHARD_MB = 0.015625  # 16 KiB: several shards, so assembly has checkpoints to resume from
 SHARD_BYTES = int(SHARD_MB * 2**20)
@@ -85,7 +87,7 @@ KILL_POINTS = [
 ]
 
 
-@pytest.mark.integration  # several `jaxload convert` processes (~4 s start-up each)
+@pytest.mark.processes  # several `jaxload convert` processes (~4 s start-up each)
 def test_sigkill_at_every_step_boundary_then_rerun_is_byte_identical(source, clean, tmp_path):
     out = tmp_path / "ds"
     for point in KILL_POINTS:
@@ -100,7 +102,7 @@ def test_sigkill_at_every_step_boundary_then_rerun_is_byte_identical(source, cle
     assert not partial_dir(out).exists()
 
 
-@pytest.mark.integration  # several `jaxload convert` processes (~4 s start-up each)
+@pytest.mark.processes  # several `jaxload convert` processes (~4 s start-up each)
 def test_sigkill_of_a_two_worker_run_leaves_no_orphans_and_resumes(source, clean, tmp_path):
     out = tmp_path / "ds"
     process = _cli(source, out, workers=2)
@@ -125,7 +127,7 @@ def test_sigkill_of_a_two_worker_run_leaves_no_orphans_and_resumes(source, clean
     assert tree_bytes(out) == clean
 
 
-@pytest.mark.integration  # several `jaxload convert` processes (~4 s start-up each)
+@pytest.mark.processes  # several `jaxload convert` processes (~4 s start-up each)
 def test_a_second_converter_is_refused(source, clean, tmp_path):
     out = tmp_path / "ds"
     with JobLock(partial_dir(out), what=str(out)):
@@ -150,6 +152,7 @@ def test_a_second_converter_is_refused(source, clean, tmp_path):
     assert tree_bytes(out) == clean
 
 
+@pytest.mark.processes
 def test_other_arguments_do_not_resume_someone_elses_work(source, tmp_path):
     out = tmp_path / "ds"
     assert _finish(_cli(source, out, kill_at="unit-record:2"))[0] == -signal.SIGKILL

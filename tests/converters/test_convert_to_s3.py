@@ -30,6 +30,8 @@ pytest.importorskip("moto", reason="moto[server] (the dev extra) runs the S3 tes
 
 from tests.support.s3_server import S3Server
 
+pytestmark = pytest.mark.processes  # the S3 test server is a subprocess
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # A small conversion: two episodes, the source's H.264 kept (no transcode).
 OPTIONS = {"workers": 1, "progress": False, "video_codec": "copy", "episodes": "0-1"}

@@ -17,6 +17,8 @@ from tests.support.helpers import tree_bytes
 from tests.support.lerobot_factory import decode_frame_leds, frame_state, write_lerobot_v3
 from tests.support.lerobot_factory_v21 import write_lerobot_v21
 
+pytestmark = pytest.mark.integration
+
 LENGTHS = (5, 1, 2, 17, 9, 3)
 DATA = {
     "fps": 10,

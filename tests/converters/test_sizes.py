@@ -165,6 +165,7 @@ def test_copy_adds_little_to_the_bitstream_of_real_sized_frames(tmp_path):
     assert 0.98 <= sizes.reencoding <= 1.02  # the source's packets, parameter sets in-band
 
 
+@pytest.mark.processes
 def test_bench_size_quick(tmp_path):
     """benchmarks/bench_size.py end to end on its tiny source (no decode-speed table)."""
     import json

@@ -13,6 +13,10 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
+pytestmark = pytest.mark.processes
+
 PROCESSES = 4
 CONVERT = """
 import sys

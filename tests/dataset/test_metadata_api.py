@@ -310,6 +310,7 @@ def test_element_spec_is_shape_dtype_structs_matching_samples_and_batches(shared
 # --- jaxload.stats and Normalize ------------------------------------------------------------
 
 
+@pytest.mark.processes
 def test_jaxload_stats_is_reachable_as_documented():
     code = (
         "import jaxload\n"

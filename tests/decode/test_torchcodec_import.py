@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.processes  # each import runs in a fresh interpreter
+
 pytest.importorskip("torchcodec")
 
 

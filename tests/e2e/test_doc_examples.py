@@ -115,6 +115,7 @@ DOC_IDS = [str(p.relative_to(REPO)) for p in DOCS]
 
 
 @pytest.mark.parametrize("doc", DOC_IDS)
+@pytest.mark.processes
 def test_python_blocks_run(doc, workdir, tmp_path):
     blocks = [(line, text) for tag, line, text in code_blocks(REPO / doc) if tag == "python"]
     if not blocks:
@@ -142,6 +143,7 @@ def test_python_blocks_run(doc, workdir, tmp_path):
 
 
 @pytest.mark.parametrize("doc", DOC_IDS)
+@pytest.mark.processes
 def test_bash_blocks_run(doc, workdir, tmp_path):
     """In a copy of the working directory without out/: a doc's commands make their own
     outputs, in order (`jaxload info out/x` after `jaxload convert ... out/x`)."""

@@ -15,6 +15,8 @@ import pytest
 import jaxload
 from tests.test_layout import _modules
 
+pytestmark = pytest.mark.integration
+
 MODULES = sorted(
     name
     for name, path in _modules().items()

@@ -6,6 +6,9 @@ import sys
 from pathlib import Path
 
 import portpicker
+import pytest
+
+pytestmark = pytest.mark.processes
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,6 +16,8 @@ import jaxload
 from jaxload.converters.convert import convert
 from tests.support.helpers import psnr
 
+pytestmark = pytest.mark.processes  # the fixtures convert with 2 worker processes
+
 DATASETS = ["av1_multi", "h264_single", "tabular_only", "image_dtype", "v061_av1"]
 LOSSLESS = ["image_dtype"]  # sources with exact pixels (PNG): lossless must be bit-identical
 MIN_PSNR_DB = 38.0

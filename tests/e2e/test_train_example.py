@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "train_pjit.py"
 ENV = {
@@ -74,7 +76,6 @@ def _run_until_killed(workdir, dataset, after_line):
     return "".join(seen)
 
 
-@pytest.mark.integration
 def test_train_pjit_straight_and_killed_then_restored_match(tmp_path):
     dataset = tmp_path / "dataset"
     straight = _run(tmp_path / "straight", dataset)  # also converts the bundled example

@@ -22,9 +22,12 @@ WINDOWS = {
     "observation.images.top": [-1 / FPS, 0.0],
 }
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/self/io").exists(), reason="needs Linux's per-process I/O counters"
-)
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not Path("/proc/self/io").exists(), reason="needs Linux's per-process I/O counters"
+    ),
+]
 
 
 def _bytes_read() -> int:

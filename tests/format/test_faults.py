@@ -22,6 +22,8 @@ from jaxload.converters.convert import convert
 from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError, JaxloadError
 from jaxload.tools.doctor import check_dataset
 
+pytestmark = pytest.mark.integration
+
 SHARD = fmt.shard_path(0)
 
 
@@ -203,6 +205,7 @@ def test_a_dataset_replaced_under_its_reader_is_refused(dataset, shared_lerobot,
         ds.__getitems__(range(len(expected)))
 
 
+@pytest.mark.processes
 def test_a_loader_with_workers_names_the_corrupt_record(dataset):
     path, _ = dataset
     number = _gop_record(path)

@@ -54,6 +54,7 @@ def jax_struct():
     return jax.ShapeDtypeStruct((4,), jnp.float32)
 
 
+@pytest.mark.processes
 def test_orbax_resume_is_exact_with_worker_processes(tmp_path):
     # Save at step k next to the model, restore into a fresh loader (new worker processes):
     # every following batch equals the uninterrupted run's, all keys, bitwise.
@@ -103,7 +104,7 @@ def _hosts(count, **kw):
 
 @pytest.mark.parametrize(
     ("saved_hosts", "restored_hosts", "workers"),
-    [(4, 2, 0), (2, 3, 1)],
+    [(4, 2, 0), pytest.param(2, 3, 1, marks=pytest.mark.processes)],
     ids=["4to2", "2to3-workers"],
 )
 def test_elastic_restore_continues_the_global_stream(

@@ -193,6 +193,7 @@ def _run_script(tmp_path: Path, text: str, *args: str, devices: int = 1):
     )
 
 
+@pytest.mark.processes
 def test_sharded_batches_go_into_a_jitted_step_with_explicit_and_auto_mesh_axes(datasets, tmp_path):
     run = _run_script(tmp_path, SHARDED_JIT, datasets[0], devices=4)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -243,7 +244,7 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.integration
+@pytest.mark.processes
 def test_an_unguarded_script_is_explained_before_any_worker_starts(datasets, tmp_path):
     run = _run_script(tmp_path, UNGUARDED, datasets[0])
     assert run.returncode != 0
@@ -256,7 +257,7 @@ def test_an_unguarded_script_is_explained_before_any_worker_starts(datasets, tmp
     assert "terminated unexpectedly" not in run.stderr
 
 
-@pytest.mark.integration
+@pytest.mark.processes
 def test_a_worker_that_re_runs_an_unguarded_script_is_explained(datasets, tmp_path):
     run = _run_script(tmp_path, UNGUARDED_UNDER_AN_IF, datasets[0])
     assert run.returncode != 0
@@ -268,7 +269,7 @@ def test_a_worker_that_re_runs_an_unguarded_script_is_explained(datasets, tmp_pa
     assert "done" not in run.stdout
 
 
-@pytest.mark.integration
+@pytest.mark.processes
 def test_a_guarded_script_runs_its_workers(datasets, tmp_path):
     run = _run_script(tmp_path, GUARDED, datasets[0])
     assert run.returncode == 0, run.stderr[-3000:]

@@ -219,6 +219,7 @@ def test_mixture_of_datasets_with_different_schemas():
     assert_batches_equal(_take(resumed, 6), batches[4:])
 
 
+@pytest.mark.processes
 def test_worker_processes_give_the_same_batches():
     # Real Grain worker processes with read threads, against the in-process read.
     reference = _take(_loader(global_batch_size=6, seed=7, batch_transform=add_state_sum), 7)
@@ -258,6 +259,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.processes
 def test_sharded_batches_are_global_jax_arrays():
     env = {
         **os.environ,
@@ -316,7 +318,7 @@ def test_rows_follow_the_devices_of_this_process():
     )
 
 
-@pytest.mark.integration
+@pytest.mark.processes
 def test_grain_checkpoint_helper_with_worker_processes():
     # Restarts the worker processes at every saved state: slow on 2 cores.
     loader = _loader(global_batch_size=16, num_epochs=1, num_workers=1)

@@ -122,6 +122,7 @@ def _dead_pid() -> int:
     return child.pid
 
 
+@pytest.mark.processes
 def test_reclaim_removes_only_dead_loaders_leftovers(tmp_path, monkeypatch):
     # Real files, a real dead process and a real mapping, in a directory standing in for
     # /dev/shm (the rules do not depend on the file system).

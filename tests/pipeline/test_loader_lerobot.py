@@ -21,6 +21,8 @@ from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.sampling.stream import SampleStream
 from tests.pipeline.test_loader import assert_batches_equal
 
+pytestmark = pytest.mark.integration
+
 WINDOW = {
     "action": [0.0, 0.1, 0.2],
     "observation.image": [-0.1, 0.0],
@@ -45,6 +47,7 @@ def _check_identity(batch):
     )
 
 
+@pytest.mark.processes
 def test_video_dataset_with_workers_matches_direct_reads_and_resumes(converted, tmp_path):
     path = converted / "h264_single"
     kw = dict(global_batch_size=8, seed=3, delta_timestamps=WINDOW, drop_n_last_frames=2)
@@ -102,6 +105,7 @@ def _within(seconds: float, condition) -> bool:
     return True
 
 
+@pytest.mark.processes
 def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
     # Workers decode into reused shared-memory slots; slots of batches they built but never
     # sent must not stay in /dev/shm after close (jaxload.pipeline.shared_batch unlinks them when a
@@ -124,6 +128,7 @@ def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
     assert _within(30, lambda: not _shm_segments() - before)  # workers exit on their own time
 
 
+@pytest.mark.processes
 def test_mixture_of_tabular_and_video_datasets(converted):
     paths = [converted / "tabular_only", converted / "h264_single"]
     loader = make_loader(
@@ -170,6 +175,7 @@ def test_episode_selection_passes_through(converted):
     assert set(episodes.tolist()) == {1, 4}
 
 
+@pytest.mark.processes
 def test_decoding_on_the_devices_equals_decoding_in_the_workers(converted):
     env = {
         **os.environ,

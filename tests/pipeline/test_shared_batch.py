@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from jaxload.pipeline import shared_batch
 
@@ -70,6 +71,7 @@ def test_segments_never_opened_are_unlinked_at_exit():
     assert not any(_exists(n) for n in names)
 
 
+@pytest.mark.processes
 def test_arrays_stay_writable_after_the_exit_handler_ran():
     # A worker's read threads may still be writing a batch while its exit handler runs
     # (unlink_all), or make a new slot after it. The arrays must stay mapped: dropping the

@@ -19,6 +19,8 @@ from jaxload.pipeline import shared_batch
 from tests.pipeline.test_loader import assert_batches_equal
 from tests.support import fault_helpers
 
+pytestmark = pytest.mark.processes
+
 REPO = Path(__file__).resolve().parents[2]
 WINDOW = {"observation.image": [-0.1, 0.0], "action": [0.0, 0.1]}
 KW = dict(global_batch_size=4, seed=5, delta_timestamps=WINDOW, host_index=0, host_count=1)

@@ -176,6 +176,7 @@ def test_order_is_pinned():
     assert order.positions(np.arange(10)).tolist() == GOLDEN
 
 
+@pytest.mark.processes
 def test_same_order_in_a_fresh_process():
     code = (
         "import numpy as np; from jaxload.sampling.permutation import EpochOrder;"

@@ -17,6 +17,8 @@ from jaxload.errors import DatasetError
 from jaxload.stats import speed
 from tests.support.lerobot_factory import write_lerobot_v3
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -204,6 +206,7 @@ for _ in range(rounds):
 """
 
 
+@pytest.mark.processes
 def test_eight_concurrent_writer_processes_leave_one_valid_file(tmp_path):
     lengths = [int(v) for v in np.random.default_rng(0).integers(10, 3000, size=400)]
     tasks = [f"task {i % 3}" for i in range(400)]

@@ -15,6 +15,8 @@ from jaxload.errors import DatasetError
 from jaxload.stats import quantiles as Q
 from jaxload.stats import stream
 
+pytestmark = pytest.mark.integration
+
 SHARED = ("tabular_only", "h264_single", "av1_multi")
 QS = list(S.QUANTILES.values())
 

@@ -33,6 +33,7 @@ def signed(server):
     return ranges.open_ranges(server.filesystem(), "ranges/ds", "s3://ranges/ds", 4, None)
 
 
+@pytest.mark.processes
 def test_signed_ranges_return_the_bytes_fsspec_returns(signed, server):
     assert isinstance(signed, ranges.SignedRanges)
     plain = ranges.FsspecRanges(server.filesystem(), "ranges/ds")
@@ -42,6 +43,7 @@ def test_signed_ranges_return_the_bytes_fsspec_returns(signed, server):
     assert signed.get("data/blob") == DATA
 
 
+@pytest.mark.processes
 def test_a_refused_signature_is_signed_again_once(signed, server):
     signed.get("data/blob", 0, 10)
     _, signed_at = signed._signed["data/blob"]
@@ -52,6 +54,7 @@ def test_a_refused_signature_is_signed_again_once(signed, server):
     assert signed._signed["data/blob"][1] > signed_at  # signed again after the 403
 
 
+@pytest.mark.processes
 def test_errors_are_classified_by_status(signed, server):
     with pytest.raises(ranges.HTTPStatusError) as missing:
         signed.get("data/nothing", 0, 10)
@@ -66,6 +69,7 @@ def test_errors_are_classified_by_status(signed, server):
     assert classify(busy.value) == TRANSIENT
 
 
+@pytest.mark.processes
 def test_a_dropped_connection_is_transient(server):
     fs = server.filesystem()
     signed = ranges.SignedRanges(fs, "ranges/ds", 2)
@@ -87,6 +91,7 @@ def test_a_store_that_cannot_sign_is_read_through_fsspec(tmp_path):
         ranges.open_ranges(fs, str(tmp_path), "x", 2, True)
 
 
+@pytest.mark.processes
 def test_signed_urls_that_read_back_wrong_are_not_used(server, monkeypatch):
     fs = server.filesystem()
     monkeypatch.setattr(
@@ -98,6 +103,7 @@ def test_signed_urls_that_read_back_wrong_are_not_used(server, monkeypatch):
 
 
 @pytest.mark.parametrize("transport", ["signed", "fsspec"])
+@pytest.mark.processes
 def test_a_stalled_store_times_out_as_a_transient_error(server, transport):
     import time
 

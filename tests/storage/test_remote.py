@@ -28,6 +28,8 @@ pytest.importorskip("moto", reason="moto[server] (the dev extra) runs the S3 tes
 
 from tests.support.s3_server import S3Server
 
+pytestmark = pytest.mark.processes  # the S3 test server is a subprocess
+
 WINDOWS = {"action": [0.0, 0.1, 0.2], "observation.images.top": [-0.1, 0.0]}
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
 

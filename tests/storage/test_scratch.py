@@ -11,6 +11,8 @@ import pytest
 
 from jaxload.storage import scratch
 
+pytestmark = pytest.mark.processes  # owners are real processes, started and killed
+
 HOST = scratch._host()
 
 

@@ -21,6 +21,8 @@ from tests.support.lerobot_factory import (
     write_lerobot_v3,
 )
 
+pytestmark = pytest.mark.integration
+
 TWO_CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 80)}
 STAT_NAMES = ["min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99"]
 

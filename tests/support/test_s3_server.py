@@ -137,6 +137,7 @@ def _get(connection, url: str, first: int, last: int):
     return response, response.read()
 
 
+@pytest.mark.processes
 def test_ranged_gets_keep_their_connection_open_as_a_real_store_does(store):
     """werkzeug closes every connection; a real store keeps it for the next request, and a
     new connection per request cost the benchmark's client CPU that no store charges. On
@@ -168,6 +169,7 @@ def test_ranged_gets_keep_their_connection_open_as_a_real_store_does(store):
     }
 
 
+@pytest.mark.processes
 def test_a_fault_on_a_kept_alive_connection_is_answered_and_closes_it(store):
     import http.client
     from urllib.parse import urlsplit

@@ -23,6 +23,8 @@ from jaxload.tools import bench
 from jaxload.tools.bench.lerobot import lerobot_available
 from tests.support.lerobot_factory import render_frame
 
+pytestmark = pytest.mark.integration
+
 TINY = {
     "small": DatasetSpec("small", height=96, width=128, episodes=3, min_length=10, max_length=30),
     "large": DatasetSpec("large", height=480, width=640, episodes=2, min_length=10, max_length=12),
@@ -78,6 +80,7 @@ def test_bench_windows():
     assert bench.frames_per_sample(windows, ["cam.a", "cam.b"]) == 3
 
 
+@pytest.mark.processes
 def test_decode_limit_replays_exactly_the_frames_the_reader_decodes(small):
     _, path = small
     windows = bench.bench_windows(path)
@@ -104,7 +107,7 @@ def test_decode_limit_replays_exactly_the_frames_the_reader_decodes(small):
     assert set(limit.seconds_by_setup) == {"1 thread", "2 threads", "1 process"}
 
 
-@pytest.mark.integration
+@pytest.mark.processes
 def test_run_py_end_to_end(tiny, cache, tmp_path):
     """benchmarks/run.py --quick: both resolutions, table, JSON, PNG (LeRobot if installed)."""
     out = tmp_path / "results"
@@ -137,6 +140,7 @@ def test_run_py_end_to_end(tiny, cache, tmp_path):
     assert {c["metric"] for c in doc["targets"]} == metrics | {f"defaults_{m}" for m in metrics}
 
 
+@pytest.mark.processes
 def test_cli_bench(small, tmp_path):
     from jaxload.cli import main
 
@@ -158,7 +162,7 @@ def test_lerobot_reference_error_names_the_install_script(monkeypatch):
         bench_lerobot.import_lerobot_dataset()
 
 
-@pytest.mark.integration
+@pytest.mark.processes
 def test_side_scripts(tiny, cache, tmp_path):
     """bench_bytes, bench_memory, bench_ttfb, bench_gop and profile_loader at tiny sizes."""
     from benchmarks import bench_bytes, bench_gop, bench_memory, profile_loader

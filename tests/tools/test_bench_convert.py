@@ -1,6 +1,10 @@
 """benchmarks/bench_convert.py runs end to end at tiny size, so it cannot rot."""
 
+import pytest
+
 from benchmarks import bench_convert
+
+pytestmark = pytest.mark.processes
 
 
 def test_bench_convert_tiny(tmp_path, capsys):

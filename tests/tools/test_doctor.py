@@ -9,6 +9,8 @@ from jaxload.cli import main
 from jaxload.converters.convert import convert
 from tests.support.lerobot_factory import write_lerobot_v3
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):

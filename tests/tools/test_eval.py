@@ -153,6 +153,7 @@ def _eval_parallel(tmp_path, script, shards, *extra):
 
 
 @pytest.mark.parametrize("shards", [1, 2, 4])
+@pytest.mark.processes
 def test_eval_parallel_runs_shards_and_merges_their_json(tmp_path, script, shards, capfd):
     code, out = _eval_parallel(tmp_path, script, shards)
     assert code == 0
@@ -180,6 +181,7 @@ def test_eval_parallel_runs_shards_and_merges_their_json(tmp_path, script, shard
     assert not list(tmp_path.glob(".merged-*.shards-*"))  # shard files cleaned up
 
 
+@pytest.mark.processes
 def test_eval_parallel_fails_clearly_when_a_shard_fails(tmp_path, script, capfd, monkeypatch):
     monkeypatch.setenv("FAIL_SHARD", "1")
     code, out = _eval_parallel(tmp_path, script, 3)
@@ -189,6 +191,7 @@ def test_eval_parallel_fails_clearly_when_a_shard_fails(tmp_path, script, capfd,
     assert "simulated crash" in err and "nothing was merged" in err
 
 
+@pytest.mark.processes
 def test_eval_parallel_rejects_a_shard_that_wrote_nothing(tmp_path, capfd):
     out = tmp_path / "merged.json"
     argv = ["eval-parallel", "--num-shards", "2", "--output", str(out), "--", sys.executable]
@@ -215,6 +218,7 @@ def test_one_shard_without_output_execs_the_command_unchanged(monkeypatch):
     assert "OMP_NUM_THREADS" not in env and "JAXLOAD_SHARD_OUTPUT" not in env
 
 
+@pytest.mark.processes
 def test_a_failing_shard_stops_the_others(tmp_path, capfd):
     started = time.monotonic()
     code = "import os, sys, time\nif os.environ['JAXLOAD_SHARD_ID'] == '0': sys.exit(5)\n"

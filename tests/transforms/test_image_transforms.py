@@ -88,6 +88,7 @@ def _assert_same(a, b):
 # -- keys: a pure function of (seed, position) ----------------------------------------------
 
 
+@pytest.mark.processes
 def test_same_seed_and_position_give_identical_pixels_in_a_fresh_process():
     frames, positions = _frames(), np.arange(100, 108)
     here = ImageTransforms(AUGMENT).apply({"c": frames}, positions, seed=7)["c"]
@@ -142,6 +143,7 @@ def test_loader_pixels_are_the_transform_of_the_rows_at_their_positions(dataset)
         assert got[TOP].shape == (8, 32, 40, 3) and got[TOP].dtype == np.uint8
 
 
+@pytest.mark.processes
 def test_worker_count_and_host_count_do_not_change_the_pixels(dataset):
     reference = _take(_loader(dataset, image_transforms=AUGMENT), 3)
     with_workers = _take(_loader(dataset, image_transforms=AUGMENT, num_workers=2), 3)
@@ -157,6 +159,7 @@ def test_worker_count_and_host_count_do_not_change_the_pixels(dataset):
             _assert_same(whole, joined)
 
 
+@pytest.mark.processes
 def test_orbax_restore_mid_epoch_with_workers_continues_with_the_same_pixels(dataset, tmp_path):
     def loader():
         return _loader(dataset, image_transforms=AUGMENT, num_workers=2)
@@ -271,6 +274,7 @@ DEVICE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.processes
 def test_loader_transforms_on_devices_match_the_cpu_path(dataset):
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
     run = subprocess.run(
