@@ -39,6 +39,7 @@ SKIPPED = [
     ),
     (r"jaxload convert (lerobot/|hf://|gs://|s3://)", "needs the network (hub or bucket)"),
     (r"--engine ray", "starts a Ray cluster (tests/converters/test_convert_engines.py covers it)"),
+    (r"-m pytest", "the test suite itself, which this test is part of"),
 ]
 
 
