@@ -15,7 +15,7 @@
 
 Usage:
     python benchmarks/bench_convert.py                 # the figures in benchmarks/RESULTS.md
-    python benchmarks/bench_convert.py --tiny          # seconds; what tests/test_bench_convert.py runs
+    python benchmarks/bench_convert.py --tiny          # seconds; what tests/tools/test_bench_convert.py runs
     python benchmarks/bench_convert.py --json out.json
 """
 

@@ -1,11 +1,11 @@
 """Benchmark datasets: LeRobot v3.0 sources written like lerobot 0.4.4, converted, cached.
 
-Sources come from `tests.lerobot_factory.write_lerobot_v3` (AV1 through SVT-AV1 with
+Sources come from `tests.support.lerobot_factory.write_lerobot_v3` (AV1 through SVT-AV1 with
 LeRobot's settings: g=2, crf=30, preset 12; yuv420p) with the factory's textured scenes
 (wall, wood-grain table, a moving shaded disc, frame-index LEDs). The factory renders every
 frame from scratch (~50 ms at 480x640); `fast_render_frame` gives the same pixels in a few
 ms by computing the static background once per camera and only the disc's neighbourhood per
-frame (tests/test_bench.py checks it is identical), and is swapped in while generating.
+frame (tests/tools/test_bench.py checks it is identical), and is swapped in while generating.
 
 Everything lands under a cache directory (default runs/bench/); a dataset whose directory
 exists is reused, and its name spells out its parameters, so changing them regenerates.
@@ -37,7 +37,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests import lerobot_factory  # noqa: E402
+from tests.support import lerobot_factory  # noqa: E402
 
 FPS = 30
 CAMERAS = ("observation.images.top", "observation.images.wrist")
@@ -118,7 +118,7 @@ def fast_render_frame(
     camera_index: int = 0,
     noise: float = 0.0,
 ) -> np.ndarray:
-    """`tests.lerobot_factory.render_frame`, pixel for pixel, computing only what moves
+    """`tests.support.lerobot_factory.render_frame`, pixel for pixel, computing only what moves
     (noisy frames change everywhere: those take the factory's renderer)."""
     if noise:
         return _SLOW_RENDER(height, width, episode_index, frame_index, camera_index, noise)

@@ -29,7 +29,7 @@ if str(REPO_ROOT) not in sys.path:
 import jaxload  # noqa: E402
 from jaxload import format as fmt  # noqa: E402
 from jaxload.converters.convert import convert  # noqa: E402
-from tests import lerobot_factory  # noqa: E402
+from tests.support import lerobot_factory  # noqa: E402
 
 FIXTURE = REPO_ROOT.parent / "shared" / "data" / "lerobot" / "image_dtype"
 BATCH = 32

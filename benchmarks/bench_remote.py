@@ -1,6 +1,6 @@
 """Local vs remote, side by side in one run: the same converted dataset read from disk and
 from a real S3-compatible server on loopback (moto's server mode, a subprocess, behind a
-layer that adds `--latency-ms` per request; tests/s3_server.py), with a record cache of
+layer that adds `--latency-ms` per request; tests/support/s3_server.py), with a record cache of
 `--cache-fraction` of the dataset's bytes: ranges through presigned URLs (the default where
 the store signs them), through s3fs (`signed_urls=False`), and with the cache on disk
 (`RemoteOptions(cache_dir=...)`), and the first again with no injected latency (what the
@@ -40,7 +40,7 @@ from benchmarks import bench_data  # noqa: E402
 from jaxload import format as fmt  # noqa: E402
 from jaxload.storage.cache import simulate  # noqa: E402
 from jaxload.storage.remote import RemoteOptions  # noqa: E402
-from tests.s3_server import S3Server  # noqa: E402
+from tests.support.s3_server import S3Server  # noqa: E402
 
 WINDOWS = {"action": [k / 30 for k in range(16)]}
 

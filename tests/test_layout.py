@@ -106,7 +106,7 @@ def test_pyproject_lists_every_package_of_the_tree():
     assert config["package-dir"] == {"jaxload.converters": "converters"}
 
 
-@pytest.mark.integration
+@pytest.mark.processes
 def test_the_wheel_installs_one_import_package(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -139,10 +139,10 @@ print(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[2:])))
 """
 
 
-@pytest.mark.integration
+@pytest.mark.processes
 def test_a_trainer_imports_no_tooling_library(tmp_path):
     from jaxload.converters.convert import convert
-    from tests.lerobot_factory import write_lerobot_v3
+    from tests.support.lerobot_factory import write_lerobot_v3
 
     src = write_lerobot_v3(tmp_path / "src", cameras={"observation.images.top": (48, 64)})
     convert(src, tmp_path / "ds", workers=1, progress=False)
@@ -162,6 +162,7 @@ def test_a_trainer_imports_no_tooling_library(tmp_path):
     assert imported(TRAINER, str(tmp_path / "ds")) == by_dependencies
 
 
+@pytest.mark.processes
 def test_the_checker_sees_a_tooling_import():
     # The same probe, with a library the interpreter has imported: it must be reported.
     out = subprocess.run(

@@ -1,0 +1,142 @@
+"""Engines and work planning: the output bytes do not depend on the engine or the worker
+count, and units are handed out by cost.
+
+Ray runs a real local instance (2 CPUs), started once for the module and shut down after.
+"""
+
+import numpy as np
+import pytest
+
+from jaxload.converters.convert import convert
+from jaxload.converters.plan import balance, dispatch_order, plan_units
+from jaxload.errors import JaxloadError
+from tests.support.helpers import tree_bytes
+from tests.support.lerobot_factory import write_lerobot_v3
+
+LENGTHS = (12, 3, 30, 7, 1, 18, 5, 9)
+# ray.init starts its daemons with fork+exec from this (JAX-importing) process: harmless.
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    return write_lerobot_v3(
+        tmp_path_factory.mktemp("engines") / "src",
+        episode_lengths=LENGTHS,
+        cameras={"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)},
+        episodes_per_data_file=3,
+        episodes_per_video_file={"observation.images.top": 2, "observation.images.wrist": 3},
+    )
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def one_worker(source, tmp_path_factory):
+    out = tmp_path_factory.mktemp("one") / "ds"
+    report = convert(source, out, workers=1, shard_bytes=40_000, progress=False)
+    assert report.engine == "inline" and report.units == len(LENGTHS)
+    return tree_bytes(out)
+
+
+@pytest.mark.processes
+def test_two_local_workers_write_the_same_bytes(source, one_worker, tmp_path):
+    report = convert(source, tmp_path / "ds", workers=2, shard_bytes=40_000, progress=False)
+    assert report.engine == "local" and report.workers == 2
+    assert len(report.worker_seconds) == 2  # both processes converted units
+    assert tree_bytes(tmp_path / "ds") == one_worker
+
+
+@pytest.mark.processes
+def test_ray_writes_the_same_bytes(source, one_worker, ray_session, tmp_path):
+    report = convert(source, tmp_path / "ds", engine="ray", shard_bytes=40_000, progress=False)
+    assert report.engine == "ray" and report.workers == 2
+    assert tree_bytes(tmp_path / "ds") == one_worker
+    assert ray_session.is_initialized()  # a session the caller started is left running
+
+
+@pytest.mark.processes
+def test_ray_task_errors_come_back_as_clean_messages(source, ray_session, tmp_path):
+    import shutil
+
+    src = shutil.copytree(source, tmp_path / "src")
+    (src / "videos/observation.images.wrist/chunk-000/file-001.mp4").write_bytes(b"")
+    with pytest.raises(JaxloadError) as error:
+        convert(src, tmp_path / "ds", engine="ray", progress=False)
+    assert error.type is not JaxloadError or "Ray task" not in str(error.value)
+    assert "file-001.mp4: empty file (video of episode" in str(error.value)
+    assert "RayTaskError" not in str(error.value) and "Traceback" not in str(error.value)
+    assert not (tmp_path / "ds").exists()
+
+
+def test_small_datasets_get_a_unit_per_episode_run_costliest_first(source):
+    from jaxload.converters.lerobot_v3 import LeRobotV3Source
+
+    src = LeRobotV3Source(source)
+    lengths = [src.episode(e).length for e in src.episode_ids]
+    units = plan_units(src.episode_ids, lengths, pixels=48 * 64 + 40 * 72)
+    assert [u.episodes for u in units] == [(e,) for e in range(len(LENGTHS))]
+    assert dispatch_order(units)[:3] == [2, 5, 0]  # costliest first
+
+
+def test_units_are_contiguous_and_about_equal_in_cost():
+    rng = np.random.default_rng(0)
+    lengths = np.exp(rng.uniform(np.log(10), np.log(3000), size=500)).astype(int)
+    units = plan_units(list(range(500)), lengths.tolist(), pixels=3 * 96 * 128)
+    episodes = [e for u in units for e in u.episodes]
+    assert episodes == list(range(500))
+    costs = np.array([u.cost for u in units])
+    assert 64 <= len(units) <= 128
+    assert costs.max() <= 2 * np.median(costs) + 3000 * 3 * 96 * 128
+    assert units[0].frames == sum(lengths[: len(units[0].episodes)])
+
+
+def test_cost_aware_assignment_beats_round_robin():
+    rng = np.random.default_rng(1)
+    costs = np.exp(rng.uniform(np.log(10), np.log(3000), size=200))
+    for workers in (2, 4, 8):
+        result = balance(costs, workers)
+        assert result.lpt < 1.01 < result.round_robin
+
+
+def test_unknown_engine_and_bad_counts(source, tmp_path):
+    with pytest.raises(JaxloadError, match="--engine 'spark'"):
+        convert(source, tmp_path / "a", engine="spark", progress=False)
+    with pytest.raises(JaxloadError, match="--workers 0"):
+        convert(source, tmp_path / "b", workers=0, progress=False)
+    assert not list(tmp_path.iterdir())
+
+
+def test_units_run_where_the_partial_directory_is_not_visible(
+    source, one_worker, tmp_path, monkeypatch
+):
+    """A Ray node that cannot see OUT's partial directory caches its downloads in its own
+    temp directory and sends the unit's records back as bytes. No second machine exists
+    here, so the inline engine is made to take that path (with an fsspec source)."""
+    import tempfile
+
+    from jaxload.converters import engines
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "node_tmp"))
+    (tmp_path / "node_tmp").mkdir()
+    returned = []
+
+    def run(self, context, units, on_result):
+        for unit in units:
+            result = engines.run_unit_anywhere(
+                engines.elsewhere(context, shared=False), unit, shared=False
+            )
+            returned.append(result.part_path is None and len(result.part_bytes) > 0)
+            on_result(result)
+
+    monkeypatch.setattr(engines.InlineEngine, "run", run)
+    convert(f"file://{source}", tmp_path / "ds", workers=1, shard_bytes=40_000, progress=False)
+    assert returned and all(returned)
+    assert list((tmp_path / "node_tmp/jaxload-cache").glob("*/videos/*/chunk-000/*.mp4"))
+    assert tree_bytes(tmp_path / "ds") == one_worker

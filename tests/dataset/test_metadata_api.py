@@ -1,0 +1,347 @@
+"""LeRobot's metadata names on a jaxload dataset (`ds.meta`, `num_frames`, `features`,
+`stats`, `tasks`, `episode_data_index`, ...), slice/array indexing, `element_spec` as
+`jax.ShapeDtypeStruct`s, `jaxload.stats` and `Normalize` touching only its keys.
+
+Compared with what LeRobot gives on the shared fixtures: their meta/ files (info.json,
+tasks.parquet, episodes, stats.json, written by lerobot 0.4.4) and the goldens of
+`LeRobotDataset` (`num_frames`, `num_episodes`, items).
+"""
+
+import json
+import logging
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import jaxload
+import jaxload.stats as S
+from jaxload.converters.convert import convert
+from jaxload.errors import DatasetError
+from jaxload.metadata import DatasetMetadata
+from jaxload.transforms import Normalize
+
+SHARED = ("h264_single", "tabular_only")
+TABULAR_DT = {"action": [k / 50 for k in range(32)], "observation.state": [-0.04, -0.02, 0.0]}
+
+
+def _converted(tmp_path_factory, src: Path, name: str | None = None, **kwargs) -> Path:
+    """A conversion of `src`, shared by every test module of this session."""
+    out = tmp_path_factory.getbasetemp() / "converted" / (name or src.name)
+    if not out.exists():
+        out.parent.mkdir(exist_ok=True)
+        convert(src, out, workers=1, progress=False, **kwargs)
+    return out
+
+
+@pytest.fixture(scope="module")
+def shared(shared_lerobot, tmp_path_factory):
+    return {n: _converted(tmp_path_factory, shared_lerobot / n) for n in SHARED}
+
+
+def _source_episodes(src: Path) -> list[dict]:
+    columns = ["episode_index", "length", "dataset_from_index", "dataset_to_index", "tasks"]
+    files = sorted((src / "meta" / "episodes").glob("*/*.parquet"))
+    return pq.read_table(files, columns=columns).to_pylist()
+
+
+def _golden(src: Path, name: str, suffix: str = "") -> dict:
+    return json.loads((src.parent / "golden" / f"{name}{suffix}.json").read_text())
+
+
+# --- ds.meta and LeRobot's direct names ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_meta_matches_lerobots_metadata(shared, shared_lerobot, name):
+    src = shared_lerobot / name
+    info = json.loads((src / "meta" / "info.json").read_text())
+    golden = _golden(src, name)
+    meta = jaxload.open(shared[name]).meta
+
+    assert (meta.fps, meta.total_frames, meta.total_episodes, meta.total_tasks) == (
+        info["fps"],
+        info["total_frames"],
+        info["total_episodes"],
+        info["total_tasks"],
+    )
+    assert (golden["fps"], golden["num_frames"]) == (meta.fps, meta.total_frames)
+    assert meta.camera_keys == meta.video_keys == sorted(golden["image_keys"])
+    assert meta.robot_type == info["robot_type"]
+
+    # features: LeRobot's info.json entries (shapes as tuples, as LeRobot loads them).
+    assert set(meta.features) == set(info["features"])
+    for key, theirs in info["features"].items():
+        ours = meta.features[key]
+        assert ours["dtype"] == theirs["dtype"], key
+        assert ours["shape"] == tuple(theirs["shape"]), key
+        assert ours["names"] == theirs["names"], key
+    assert meta.shapes == {k: tuple(f["shape"]) for k, f in info["features"].items()}
+
+    # tasks: task_index -> task, as in meta/tasks.parquet (indexed by the task string).
+    tasks = pq.read_table(src / "meta" / "tasks.parquet").to_pandas()
+    assert meta.tasks == {int(i): t for t, i in zip(tasks.index, tasks["task_index"])}
+
+    # episodes: LeRobot's boundary columns, row by row and as columns.
+    expected = _source_episodes(src)
+    assert list(meta.episodes) == expected and len(meta.episodes) == len(expected)
+    assert meta.episodes[3] == expected[3]
+    ends = [e["dataset_to_index"] for e in expected]
+    assert meta.episodes["dataset_to_index"].tolist() == ends
+
+    assert meta.info["fps"] == info["fps"] and meta.info["format"] == "jaxload"
+    loaded = DatasetMetadata.load(shared[name])
+    assert list(loaded.episodes) == expected and loaded.features == meta.features
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_dataset_has_lerobot_dataset_names(shared, shared_lerobot, name):
+    src = shared_lerobot / name
+    golden = _golden(src, name)
+    ds = jaxload.open(shared[name])
+    assert (ds.fps, ds.num_frames, ds.num_episodes) == (
+        golden["fps"],
+        golden["num_frames"],
+        golden["num_episodes"],
+    )
+    assert len(ds) == ds.num_frames
+    assert ds.features == ds.meta.features and ds.tasks == ds.meta.tasks
+    assert ds.camera_keys == ds.meta.camera_keys
+    episodes = _source_episodes(src)
+    index = ds.episode_data_index
+    assert index["from"].tolist() == [e["dataset_from_index"] for e in episodes]
+    assert index["to"].tolist() == [e["dataset_to_index"] for e in episodes]
+
+
+def test_an_episode_selection_counts_like_lerobot(shared, shared_lerobot):
+    """LeRobotDataset(episodes=[1, 3]): num_frames/num_episodes count the selection, its
+    meta (and stats) describe the whole dataset."""
+    episodes = _source_episodes(shared_lerobot / "h264_single")
+    lengths = [episodes[1]["length"], episodes[3]["length"]]
+    ds = jaxload.open(shared["h264_single"], episodes=[3, 1])
+    assert (ds.num_frames, ds.num_episodes) == (sum(lengths), 2)
+    assert ds.meta.total_frames == sum(e["length"] for e in episodes)
+    assert ds.meta.total_episodes == len(episodes)
+    assert ds.stats["action"]["count"].tolist() == [ds.meta.total_frames]
+    bounds = ds.episode_data_index
+    assert bounds["from"].tolist() == [0, lengths[0]]
+    assert bounds["to"].tolist() == [lengths[0], sum(lengths)]
+    for k, episode in enumerate((1, 3)):
+        frames = ds[int(bounds["from"][k]) : int(bounds["to"][k])]
+        assert [int(f["episode_index"]) for f in frames] == [episode] * lengths[k]
+        assert [int(f["frame_index"]) for f in frames] == list(range(lengths[k]))
+        first = episodes[episode]["dataset_from_index"]
+        assert int(frames[0]["index"]) == first  # the source's global index
+
+
+def test_stats_are_the_stored_stats_in_lerobots_form(shared, shared_lerobot):
+    path, src = shared["h264_single"], shared_lerobot / "h264_single"
+    lerobot = json.loads((src / "meta" / "stats.json").read_text())
+    stored = S.load_stats(path)
+    stats = jaxload.open(path).stats
+    assert set(stats) == set(lerobot) == set(stored)
+    for key, entry in stats.items():
+        assert list(entry) == list(lerobot[key]), key  # LeRobot's stats and key order
+        for name, value in entry.items():
+            assert isinstance(value, np.ndarray), (key, name)
+            np.testing.assert_array_equal(value, stored[key].get(name))
+            assert value.shape == np.asarray(lerobot[key][name]).shape, (key, name)
+        scale = np.maximum(np.abs(entry["mean"]), entry["std"])
+        np.testing.assert_allclose(entry["mean"], lerobot[key]["mean"], atol=1e-5 * scale.max())
+        np.testing.assert_allclose(entry["std"], lerobot[key]["std"], rtol=1e-5, atol=1e-9)
+    # image stats are LeRobot's, copied
+    for name, value in stats["observation.image"].items():
+        np.testing.assert_array_equal(value, lerobot["observation.image"][name])
+    # LeRobot's dict form feeds Normalize directly
+    sample = jaxload.open(path)[7]
+    direct = Normalize(stats, {"action": "mean_std"})(sample)["action"]
+    from_path = Normalize.from_datasets(path, {"action": "mean_std"})(sample)["action"]
+    np.testing.assert_allclose(direct, from_path, rtol=1e-6)
+
+
+def test_metadata_is_read_only_and_stats_load_lazily(shared, tmp_path):
+    ds = jaxload.open(shared["h264_single"])
+    stats = ds.stats
+    stats["action"]["mean"][:] = 1e9
+    del stats["observation.state"]
+    assert "observation.state" in ds.stats and (ds.stats["action"]["mean"] < 1e9).all()
+    features = ds.features
+    features["action"]["shape"] = (99,)
+    assert ds.features["action"]["shape"] == (4,)
+    with pytest.raises(ValueError, match="read-only"):
+        ds.meta.episodes["length"][0] = 5
+    assert ds.episode_lengths[0] == ds.meta.episodes["length"][0]  # the dataset's own stays
+    # pickles (Grain workers) with its metadata
+    assert pickle.loads(pickle.dumps(ds)).meta.total_frames == ds.meta.total_frames
+
+    # open() does not read stats.json: a dataset without one opens and reads; `stats`
+    # names the missing file when asked.
+    copy = tmp_path / "no_stats"
+    shutil.copytree(shared["h264_single"], copy)
+    (copy / "meta" / "stats.json").unlink()
+    bare = jaxload.open(copy)
+    assert bare.meta.fps == 10 and int(bare[3]["index"]) == 3
+    with pytest.raises(DatasetError, match=r"no_stats/meta/stats.json: missing"):
+        _ = bare.stats
+
+
+def test_episode_table_lookup_errors(shared):
+    meta = jaxload.open(shared["h264_single"]).meta
+    with pytest.raises(IndexError, match=r"no episode 6 \(episodes: 0..5\)"):
+        meta.episodes[6]
+    with pytest.raises(KeyError, match="no column 'frames'"):
+        meta.episodes["frames"]
+    with pytest.raises(TypeError, match="column name or an episode_index"):
+        meta.episodes[1.0]
+
+
+# --- indexing ---------------------------------------------------------------------------
+
+
+def test_slices_and_index_arrays_return_lists_of_samples(shared, shared_lerobot):
+    ds = jaxload.open(shared["tabular_only"], delta_timestamps=TABULAR_DT)
+    golden = _golden(shared_lerobot / "tabular_only", "tabular_only")
+    arrays = np.load(shared_lerobot / "golden" / "tabular_only.npz")
+    indices = [int(i) for i in golden["indices"]][:6]
+
+    cases = {
+        "slice": (ds[0:2], [0, 1]),
+        "list": (ds[[3, 5]], [3, 5]),
+        "array": (ds[np.array(indices)], indices),
+        "range": (ds[range(7, 10)], [7, 8, 9]),
+        "step": (ds[100:110:4], [100, 104, 108]),
+        "negative slice": (ds[-2:], [len(ds) - 2, len(ds) - 1]),
+        "negative in array": (ds[np.array([-1, 0])], [len(ds) - 1, 0]),
+    }
+    for what, (samples, positions) in cases.items():
+        assert isinstance(samples, list), what
+        assert [int(s["index"]) for s in samples] == positions, what
+    assert ds[5:5] == [] and ds[[]] == []
+
+    # each item equals LeRobot's item at that index
+    for i, sample in zip(indices, ds[np.array(indices)]):
+        for key in ("action", "observation.state", "action_is_pad", "observation.state_is_pad"):
+            np.testing.assert_array_equal(sample[key], arrays[f"{i}/{key}"], err_msg=f"{i} {key}")
+        assert sample["task"] == golden["items"][str(i)]["task"]
+
+    one = ds[3]  # an int keeps giving one sample
+    assert isinstance(one, dict) and int(one["index"]) == 3
+    assert int(ds[np.int32(4)]["index"]) == 4 and int(ds[np.array(6)]["index"]) == 6
+    assert int(ds[-1]["index"]) == len(ds) - 1  # negative ints count from the end
+
+
+def test_slices_of_a_video_dataset_equal_single_reads(shared):
+    ds = jaxload.open(shared["h264_single"], delta_timestamps={"observation.image": [-0.1, 0.0]})
+    for position, sample in zip([20, 21, 22, 23], ds[20:24]):
+        single = ds[position]
+        assert set(sample) == set(single)
+        for key, value in single.items():
+            np.testing.assert_array_equal(sample[key], value, err_msg=key)
+
+
+@pytest.mark.parametrize(
+    "index, message",
+    [
+        (
+            (3, 5),
+            r"ds\[3, 5\]: a dataset has one axis; for several samples pass a list: "
+            r"ds\[\[3, 5\]\]",
+        ),
+        (1.5, "takes an int, a slice or a 1-D sequence/array of ints, not float"),
+        ("3", "not str"),
+        (None, "not NoneType"),
+        ({1, 2}, "not set"),
+        (True, r"ds\[True\]: a bool is not a position"),
+        ([1.0, 2.0], "index values must be integers, got dtype float64"),
+        (np.zeros((2, 2), int), r"an index array must be 1-D, got shape \(2, 2\)"),
+        (np.array([True, False]), r"boolean masks are not supported; use ds\[np.flatnonzero"),
+    ],
+)
+def test_bad_index_types_are_type_errors_naming_the_dataset(shared, index, message):
+    path = shared["tabular_only"]
+    with pytest.raises(TypeError, match=message) as raised:
+        jaxload.open(path)[index]
+    assert str(path) in str(raised.value)
+
+
+def test_out_of_range_positions_are_index_errors(shared):
+    ds = jaxload.open(shared["tabular_only"])
+    n = len(ds)
+    for index in (n, -n - 1, [0, n], slice(None)):
+        if isinstance(index, slice):
+            assert len(ds[n - 3 : n + 10]) == 3  # slices clip, as in Python
+            continue
+        with pytest.raises(IndexError, match=f"out of range for a dataset of {n} frames"):
+            ds[index]
+    with pytest.raises(TypeError, match="positions must be integers"):
+        ds.__getitems__([0.5])
+
+
+# --- element_spec -----------------------------------------------------------------------
+
+
+def test_element_spec_is_shape_dtype_structs_matching_samples_and_batches(shared):
+    windows = {"action": [0.0, 0.1, 0.2], "observation.image": [-0.1, 0.0]}
+    ds = jaxload.open(shared["h264_single"], delta_timestamps=windows)
+    spec, sample = ds.element_spec(), ds[10]
+    assert set(spec) == set(sample) - {"task"}
+    for key, struct in spec.items():
+        assert isinstance(struct, jax.ShapeDtypeStruct), key
+        value = np.asarray(sample[key])
+        assert (value.shape, value.dtype) == (struct.shape, struct.dtype), key
+    assert spec["observation.image"].shape == (2, 84, 84, 3)
+
+    loader = jaxload.make_loader(
+        ds, global_batch_size=4, num_workers=0, host_index=0, host_count=1, shuffle=False
+    )
+    with loader:
+        batch = next(loader)
+        for key, struct in loader.element_spec.items():
+            assert isinstance(struct, jax.ShapeDtypeStruct), key
+            assert (batch[key].shape, batch[key].dtype) == (struct.shape, struct.dtype), key
+
+
+# --- jaxload.stats and Normalize ------------------------------------------------------------
+
+
+@pytest.mark.processes
+def test_jaxload_stats_is_reachable_as_documented():
+    code = (
+        "import jaxload\n"
+        "assert 'stats' in dir(jaxload) and 'stats' in jaxload.__all__\n"
+        "assert callable(jaxload.stats.load_stats) and callable(jaxload.stats.merge_stats)\n"
+        "from jaxload import stats\n"
+        "assert stats is jaxload.stats\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_normalize_reads_merges_and_warns_only_about_its_keys(shared, caplog):
+    path = shared["h264_single"]
+    # A mixture whose image stats have no quantile sketch: merging everything warns...
+    with caplog.at_level(logging.WARNING, logger="jaxload.stats"):
+        S.merge_stats([S.load_stats(path), S.load_stats(path)])
+    assert "'observation.image'" in caplog.text
+    caplog.clear()
+    # ...Normalize over state and action alone reads, merges and warns about nothing else.
+    modes = {"observation.state": "mean_std", "action": "quantile"}
+    with caplog.at_level(logging.WARNING, logger="jaxload"):
+        norm = Normalize.from_datasets([path, path], modes)
+    assert caplog.text == ""
+    sample = jaxload.open(path)[9]
+    out = norm(sample)
+    for key, value in sample.items():
+        if key not in modes:
+            assert out[key] is value, key  # untouched
+    assert out["action"].dtype == np.float32 and not np.array_equal(out["action"], sample["action"])
+
+    assert set(S.load_stats(path, ["action", "nope"])) == {"action"}
+    with pytest.raises(KeyError, match=r"no stats for \['nope'\] in .*h264_single.*have \["):
+        Normalize.from_datasets([path, path], {"action": "mean_std", "nope": "mean_std"})

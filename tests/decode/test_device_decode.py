@@ -1,0 +1,109 @@
+"""The decode-in-the-training-process path, tested on CPU (no GPU exists here).
+
+On a GPU the same code decodes with torchcodec on "cuda:<i>" (NVDEC); here the devices
+are CPU devices, which exercises the same hand-off: encoded frames from the reader, one
+decoder per camera, DLPack into JAX without a copy. Per-device shards of a global array
+are tested with the loader (tests/pipeline/test_loader_lerobot.py, decode_device="device").
+"""
+
+import numpy as np
+import pytest
+
+import jaxload
+from jaxload.converters.convert import convert
+from jaxload.decode import backend
+from jaxload.decode.backend import TorchcodecBackend
+from jaxload.decode.on_device import to_jax
+from jaxload.pipeline.decode_device import probe_decode, probe_torchcodec_cuda
+from tests.support.lerobot_factory import decode_frame_leds, write_lerobot_v3
+
+CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}
+WINDOWS = {"observation.images.top": [-0.1, 0.0], "action": [0.0, 0.1]}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dev")
+    src = write_lerobot_v3(root / "src", episode_lengths=(12, 3, 30, 9), cameras=CAMERAS)
+    convert(src, root / "ds", workers=1, gop=4, progress=False)
+    return root / "ds"
+
+
+def test_encoded_frames_decode_to_the_samples_frames(dataset):
+    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
+    positions = [0, 5, 13, 40, 53, 20]
+    samples = ds.__getitems__(positions)
+    bare, videos = ds.read_encoded(positions)
+    assert "observation.images.top" not in bare[0]
+    top = videos["observation.images.top"].decode()
+    wrist = videos["observation.images.wrist"].decode()
+    assert top.shape == (6, 2, 48, 64, 3) and wrist.shape == (6, 1, 40, 72, 3)
+    for b, s in enumerate(samples):
+        np.testing.assert_array_equal(top[b], s["observation.images.top"])
+        np.testing.assert_array_equal(wrist[b, 0], s["observation.images.wrist"])
+        assert decode_frame_leds(wrist[b, 0]) == int(s["frame_index"])
+
+
+class CountingBackend(TorchcodecBackend):
+    """The real torchcodec backend, counting the decoders opened (the decode seam)."""
+
+    def __init__(self):
+        self.opened = []
+
+    def open(self, mp4, device):
+        self.opened.append(device)
+        return super().open(mp4, device)
+
+
+def test_one_decoder_per_camera_size_per_batch(dataset):
+    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
+    with backend.use(CountingBackend()) as counting:
+        ds.__getitems__(list(range(0, 54, 2)))  # 27 samples spread over every GOP
+    assert counting.opened == ["cpu"] * len(CAMERAS)  # the two cameras differ in size
+
+
+def test_probe_decode_runs_the_reader_path_on_cpu(dataset):
+    # decode_device="auto" probes CUDA with this same path; on CPU it must simply work.
+    for camera in CAMERAS:
+        probe_decode(str(dataset), camera, "cpu")
+    assert probe_torchcodec_cuda(str(dataset), "observation.images.top") is False  # no GPU here
+
+
+def test_a_read_plan_is_used_only_for_its_own_positions(dataset):
+    # The lookahead plans a batch's reads ahead and hands the plan to the read; a plan of
+    # other positions (a stale one) must not change what is read.
+    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
+    positions, other = [3, 40, 13], [4, 41, 14]
+
+    def decoded(*args, **kwargs):
+        bare, videos = ds.read_encoded(*args, **kwargs)
+        return [s["frame_index"] for s in bare], {k: v.decode() for k, v in videos.items()}
+
+    want = decoded(positions)
+    for plan in (ds.plan_read(positions), ds.plan_read(other)):
+        got = decoded(positions, plan=plan)
+        assert got[0] == want[0]
+        for cam in want[1]:
+            np.testing.assert_array_equal(got[1][cam], want[1][cam])
+    keys = ds.plan_read(positions).record_keys()
+    assert keys.shape[1] == 2 and (np.diff(keys[:, 0] << 40 | keys[:, 1]) > 0).all()
+
+
+def test_select_keeps_only_the_rows_gops(dataset):
+    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
+    _, videos = ds.read_encoded([0, 1, 40, 41])
+    video = videos["observation.images.top"]
+    part = video.select(slice(2, 4))
+    assert len(part.gops) < len(video.gops)
+    np.testing.assert_array_equal(part.decode(), video.decode()[2:4])
+
+
+def test_dlpack_hand_off_is_zero_copy(dataset):
+    ds = jaxload.open(dataset)
+    _, videos = ds.read_encoded([3, 4, 5])
+    frames = videos["observation.images.top"].decode(as_torch=True)
+    array = to_jax(frames)
+    assert array.unsafe_buffer_pointer() == frames.data_ptr()
+    np.testing.assert_array_equal(np.asarray(array), frames.numpy())
+    with pytest.raises(ValueError, match="contiguous"):
+        to_jax(frames[:, :, 1:])

@@ -1,0 +1,136 @@
+"""decode_device="auto" and the NVDEC check, with simulated GPU inventories (no GPU exists
+here: the machine description is what is simulated; datasets and the loader are real)."""
+
+import dataclasses
+import logging
+
+import pytest
+
+import jaxload
+from jaxload.converters.convert import convert
+from jaxload.errors import DatasetError
+from jaxload.pipeline.decode_device import check_cuda_decodable, choose_decode_device
+from jaxload.pipeline.machine import GpuInfo, MachineInfo
+from tests.support.lerobot_factory import write_lerobot_v3
+
+GiB = 2**30
+H100 = GpuInfo("NVIDIA H100 80GB HBM3", 80 * GiB, (9, 0))
+L4 = GpuInfo("NVIDIA L4", 24 * GiB, (8, 9))
+
+
+def _machine(*gpus, cuda=True):
+    return MachineInfo(
+        cpu_count=16,
+        memory_total=128 * GiB,
+        memory_available=100 * GiB,
+        gpus=tuple(gpus),
+        torchcodec_cuda=cuda if gpus else None,
+    )
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("choice")
+    src = write_lerobot_v3(root / "src", episode_lengths=(6, 4))
+    convert(src, root / "ds", workers=1, progress=False)
+    return jaxload.open(root / "ds")
+
+
+@pytest.fixture
+def av1_dataset(dataset):
+    """The same dataset described as AV1 (the converter never writes AV1; other tools may)."""
+    cams = {k: dataclasses.replace(c, codec="av1") for k, c in dataset.info.cameras.items()}
+    info = dataclasses.replace(dataset.info, cameras=cams)
+
+    class Described:
+        path = dataset.path
+
+    described = Described()
+    described.info = info
+    return described
+
+
+def test_h264_decodes_on_an_h100(dataset):
+    device, reasons = choose_decode_device([dataset], machine=_machine(H100))
+    assert device == "cuda", reasons
+
+
+def test_av1_falls_back_to_cpu_on_an_h100_and_says_how_to_fix_it(av1_dataset):
+    device, reasons = choose_decode_device([av1_dataset], machine=_machine(H100))
+    assert device == "cpu"
+    assert "av1" in " ".join(reasons) and "--video-codec h264" in " ".join(reasons)
+    assert choose_decode_device([av1_dataset], machine=_machine(L4))[0] == "cuda"
+
+
+def test_no_gpu_or_no_torchcodec_cuda_means_cpu(dataset):
+    assert choose_decode_device([dataset], machine=_machine()) == (
+        "cpu",
+        ("decode on CPU: no GPU",),
+    )
+    device, reasons = choose_decode_device([dataset], machine=_machine(H100, cuda=False))
+    assert device == "cpu" and "torchcodec CUDA decode cannot" in reasons[0]
+
+
+def test_explicit_cuda_with_av1_on_an_h100_is_a_clear_error(av1_dataset):
+    with pytest.raises(DatasetError, match=r"NVDEC on NVIDIA H100.*\['av1'\].*--video-codec h264"):
+        check_cuda_decodable([av1_dataset], machine=_machine(H100))
+    check_cuda_decodable([av1_dataset], machine=_machine(L4))
+
+
+def test_make_loader_auto_decodes_on_cpu_here_and_logs_why(dataset, caplog):
+    with caplog.at_level(logging.INFO, logger="jaxload"):
+        loader = jaxload.make_loader(
+            dataset,
+            global_batch_size=4,
+            decode_device="auto",
+            num_workers=0,
+            host_index=0,
+            host_count=1,
+        )
+    with loader:
+        batch = next(loader)
+    assert batch["observation.images.top"].shape == (4, 48, 64, 3)
+    assert "decode_device='auto' -> 'cpu'" in caplog.text and "no GPU" in caplog.text
+
+
+@pytest.fixture
+def image_camera_dataset(dataset):
+    """The dataset with a second camera stored as an image camera is (4:4:4 H.264)."""
+    top = dataset.info.cameras["observation.images.top"]
+    cams = {**dataset.info.cameras, "wrist_image": dataclasses.replace(top, codec="h264-yuv444p")}
+    info = dataclasses.replace(dataset.info, cameras=cams)
+
+    class Described:
+        path = dataset.path
+        camera_keys = sorted(cams)
+
+        def read_encoded(self, positions):  # pragma: no cover - only its presence counts
+            raise NotImplementedError
+
+    described = Described()
+    described.info = info
+    return described
+
+
+def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset):
+    """4:4:4 and lossless cameras are not sent to NVDEC; the other cameras are. The GPU
+    devices are simulated (no GPU here): only their `platform` is read."""
+    from jaxload.pipeline.decode_device import cameras_decoded_on_device
+
+    class GpuDevice:
+        platform = "gpu"
+
+    class GpuSharding:
+        addressable_devices = (GpuDevice(), GpuDevice())
+
+    check_cuda_decodable([image_camera_dataset], machine=_machine(H100))  # no error
+    assert choose_decode_device([image_camera_dataset], machine=_machine(H100))[0] == "cuda"
+    on_gpu = cameras_decoded_on_device("cuda", [image_camera_dataset], [{}], GpuSharding())
+    assert on_gpu == ("observation.images.top",)
+    cpu_only = dataclasses.replace(
+        image_camera_dataset.info,
+        cameras={"wrist_image": image_camera_dataset.info.cameras["wrist_image"]},
+    )
+    image_camera_dataset.info = cpu_only
+    device, _ = choose_decode_device([image_camera_dataset], machine=_machine(H100))
+    assert device == "cpu"

@@ -1,0 +1,316 @@
+"""A new user's first hour with make_loader (issue 18): batches go into `jax.jit` as they
+come, `keys=` keeps strings, `dataset_index` only in mixtures, a readable `Loader` repr,
+and scripts without `if __name__ == "__main__":` get an explanation instead of a worker
+crash. Real converted datasets throughout, real worker processes in the script tests."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxload
+from jaxload.converters.convert import convert
+from jaxload.errors import BatchTransformError
+from jaxload.pipeline.main_guard import UNGUARDED_EXIT_CODE, _unconditional
+from tests.support.lerobot_factory import write_lerobot_v3
+
+REPO = Path(__file__).resolve().parents[2]
+CAMERA = "observation.images.top"
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory) -> tuple[Path, Path]:
+    """(a, b): `a` has a camera and tasks; `b` is tabular, with a string feature of its own
+    and a larger state (a mixture of the two has differing string keys)."""
+    root = tmp_path_factory.mktemp("first_hour")
+    a = write_lerobot_v3(root / "src_a", cameras={CAMERA: (48, 64)})
+    b = write_lerobot_v3(
+        root / "src_b", episode_lengths=(6, 9), cameras={}, state_dim=6, string_features=("note",)
+    )
+    convert(a, root / "a", workers=1, progress=False)
+    convert(b, root / "b", workers=1, progress=False)
+    return root / "a", root / "b"
+
+
+def _loader(paths, **kw):
+    kw.setdefault("num_workers", 0)
+    kw.setdefault("host_index", 0)
+    kw.setdefault("host_count", 1)
+    return jaxload.make_loader(paths, **kw)
+
+
+@jax.jit
+def _jitted_sum(batch):
+    """A step that touches every value of the batch."""
+    return sum(jnp.sum(v.astype(jnp.float32)) for v in batch.values())
+
+
+# -- what a batch holds ------------------------------------------------------------------------
+
+
+def test_the_default_batch_goes_into_jit_and_keys_keeps_the_strings(datasets):
+    a, _ = datasets
+    batch = next(_loader(a, global_batch_size=4, seed=1))
+    assert "task" not in batch and "dataset_index" not in batch
+    assert all(v.dtype.kind in "biuf" for v in batch.values())
+    assert np.isfinite(float(_jitted_sum(batch)))
+    keys = ["index", "task", "dataset_index", "action"]
+    kept = next(_loader(a, global_batch_size=4, seed=1, keys=keys))
+    assert list(kept) == keys
+    ds = jaxload.open(a)
+    assert kept["task"].tolist() == [ds[int(i)]["task"] for i in kept["index"]]
+    assert kept["dataset_index"].tolist() == [0] * 4
+    assert np.array_equal(kept["action"], batch["action"])
+
+
+def _tokenize(batch):
+    """A stand-in tokenizer: task -> int32 character codes (module level: workers unpickle it)."""
+    codes = [[ord(c) for c in t[:8].ljust(8)] for t in batch["task"]]
+    return {**batch, "task_tokens": np.asarray(codes, np.int32)}
+
+
+def test_a_batch_transform_sees_task_and_its_arrays_are_kept(datasets):
+    a, _ = datasets
+    batch = next(_loader(a, global_batch_size=4, batch_transform=_tokenize))
+    assert "task" not in batch and batch["task_tokens"].shape == (4, 8)
+    assert "".join(map(chr, batch["task_tokens"][0])).strip() in "".join(
+        jaxload.open(a).tasks.values()
+    )
+    assert np.isfinite(float(_jitted_sum(batch)))
+
+
+def test_a_mixture_has_dataset_index_and_keeps_each_datasets_strings_on_request(datasets):
+    a, b = datasets
+    kw = dict(global_batch_size=10, weights=[0.5, 0.5], seed=2)
+    batch = next(_loader([a, b], **kw))
+    assert "dataset_index" in batch and not {"task", "note"} & set(batch)
+    assert np.isfinite(float(_jitted_sum(batch)))
+    assert set(_loader([a, b], **kw).element_spec) == set(batch)
+    kept = next(_loader([a, b], keys=["dataset_index", "task", "note"], **kw))
+    from_b = kept["dataset_index"] == 1
+    assert from_b.sum() == 5
+    assert all(n == "" for n in kept["note"][~from_b])  # dataset a has no "note"
+    assert all(n != "" for n in kept["note"][from_b]) and all(t != "" for t in kept["task"])
+
+
+def test_keys_are_checked(datasets):
+    a, _ = datasets
+    with pytest.raises(ValueError, match=r"a batch holds no \['actions'\]; it holds .*'action'"):
+        _loader(a, global_batch_size=4, keys=["actions"])
+    with pytest.raises(TypeError, match="keys must be a list of key names"):
+        _loader(a, global_batch_size=4, keys="action")
+    with pytest.raises(ValueError, match=r"keys lists \['action'\] more than once"):
+        _loader(a, global_batch_size=4, keys=["action", "action"])
+    # With a transform the check waits for the transformed batch.
+    loader = _loader(a, global_batch_size=4, keys=["tokens"], batch_transform=_tokenize)
+    with pytest.raises(BatchTransformError, match=r"\['tokens'\].*_tokenize.*'task_tokens'"):
+        next(loader)
+
+
+def test_repr_says_what_is_read_and_where_the_loader_is(datasets):
+    a, b = datasets
+    loader = _loader(a, global_batch_size=4, seed=3, host_count=2, host_index=1)
+    for _ in range(2):
+        next(loader)
+    assert repr(loader) == (
+        f"Loader(sources=['{a}'], global_batch_size=4, seed=3, hosts=2 (this one: rows 2..3), "
+        "workers=0, read_threads=2, epoch=0, step=2, position=8)"
+    )
+    mixture = _loader([a, b], global_batch_size=10, weights=[0.7, 0.3], num_epochs=2)
+    assert repr(mixture).startswith(f"Loader(sources=['{a}', '{b}'] (7:3 per block of 10), ")
+    assert repr(mixture).endswith("epoch=0 of 2, step=0, position=0)")
+
+
+# -- global arrays under a mesh: the README recipe, Explicit and Auto axes -----------------------
+
+SHARDED_JIT = """
+import sys
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+import jaxload
+
+if __name__ == "__main__":
+    path = sys.argv[1]
+    assert jax.device_count() == 4
+    for axis_type in (AxisType.Explicit, AxisType.Auto):
+        mesh = jax.make_mesh((4,), ("data",), axis_types=(axis_type,))
+        loader = jaxload.make_loader(
+            path, global_batch_size=8, seed=0, num_workers=0,
+            sharding=NamedSharding(mesh, P("data")),
+            delta_timestamps={"action": [k / 10 for k in range(4)]},
+        )
+        spec = loader.element_spec
+        w = jnp.zeros((spec["observation.state"].shape[-1], spec["action"].shape[-1]))
+        w = jax.device_put(w, NamedSharding(mesh, P()))  # replicated: Explicit axes need it
+
+        @jax.jit
+        def train_step(w, batch):
+            def loss(w):
+                pred = (batch["observation.state"] @ w)[:, None]
+                valid = ~batch["action_is_pad"][..., None]
+                image = batch["observation.images.top"].astype(jnp.float32).mean()
+                return (((pred - batch["action"]) ** 2) * valid).mean() + 0 * image
+            value, grad = jax.value_and_grad(loss)(w)
+            return w - 0.1 * grad, value
+
+        losses = []
+        for _ in range(3):
+            batch = next(loader)
+            assert all(isinstance(v, jax.Array) for v in batch.values()), sorted(batch)
+            w, loss = train_step(w, batch)
+            losses.append(float(loss))
+        assert np.isfinite(losses[0]) and losses[0] > 0, losses
+        assert w.sharding.is_fully_replicated, w.sharding
+        kept = next(jaxload.make_loader(
+            path, global_batch_size=8, num_workers=0, sharding=NamedSharding(mesh, P("data")),
+            keys=["action", "task"]))
+        assert isinstance(kept["action"], jax.Array) and kept["task"].dtype.kind == "U"
+        print("OK", axis_type, losses[0])
+"""
+
+
+def _run_script(tmp_path: Path, text: str, *args: str, devices: int = 1):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(text))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.processes
+def test_sharded_batches_go_into_a_jitted_step_with_explicit_and_auto_mesh_axes(datasets, tmp_path):
+    run = _run_script(tmp_path, SHARDED_JIT, datasets[0], devices=4)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count("OK") == 2, run.stdout
+
+
+# -- scripts without `if __name__ == "__main__":` -----------------------------------------------
+
+UNGUARDED = """
+import sys
+import jaxload
+
+print("top level ran", flush=True)
+loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, num_workers=2)
+for step, batch in zip(range(2), loader):
+    pass
+print("done")
+"""
+
+# Under an `if` that is no __main__ guard: the training process cannot tell before it
+# starts the workers, so the workers' exit status says it.
+UNGUARDED_UNDER_AN_IF = """
+import sys
+import jaxload
+
+print("top level ran", flush=True)
+if len(sys.argv) > 1:
+    loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, num_workers=2)
+    for step, batch in zip(range(2), loader):
+        pass
+print("done")
+"""
+
+GUARDED = """
+import sys
+import jaxload
+
+
+def main():
+    print("main ran", flush=True)
+    with jaxload.make_loader(sys.argv[1], global_batch_size=4, num_workers=2) as loader:
+        batches = [next(loader) for _ in range(3)]
+        print("batches", len(batches), loader, flush=True)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.processes
+def test_an_unguarded_script_is_explained_before_any_worker_starts(datasets, tmp_path):
+    run = _run_script(tmp_path, UNGUARDED, datasets[0])
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("jaxload.errors.UnguardedScriptError: ")
+    assert f"{tmp_path / 'script.py'}, line 7, starts 2 loader worker processes" in last
+    assert 'if __name__ == "__main__":' in last and "num_workers=0" in last
+    assert 'docs/LOADER.md, "Worker processes and the `__main__` guard"' in last
+    assert run.stdout.count("top level ran") == 1 and "done" not in run.stdout  # no worker ran
+    assert "terminated unexpectedly" not in run.stderr
+
+
+@pytest.mark.processes
+def test_a_worker_that_re_runs_an_unguarded_script_is_explained(datasets, tmp_path):
+    run = _run_script(tmp_path, UNGUARDED_UNDER_AN_IF, datasets[0])
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("jaxload.errors.UnguardedScriptError: a loader worker process ran")
+    assert "script.py again" in last and 'if __name__ == "__main__":' in last
+    said = f"ran the top level of {tmp_path / 'script.py'} again and reached a loader's start"
+    assert said in run.stderr and f"Exiting with status {UNGUARDED_EXIT_CODE}" in run.stderr
+    assert "done" not in run.stdout
+
+
+@pytest.mark.processes
+def test_a_guarded_script_runs_its_workers(datasets, tmp_path):
+    run = _run_script(tmp_path, GUARDED, datasets[0])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count("main ran") == 1
+    assert "batches 3 Loader(" in run.stdout and "workers=2" in run.stdout
+
+
+SOURCE = """\
+import x
+loader = make()
+for batch in loader:
+    if batch:
+        print(1)
+if __name__ == "__main__":
+    for batch in loader:
+        pass
+while True:
+    next(loader)
+while running:
+    next(loader)
+try:
+    next(loader)
+except E:
+    next(loader)
+__name__ == "__main__" and main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "unconditional"),
+    [
+        (2, True),  # loader = make()
+        (3, True),  # for batch in loader:
+        (5, False),  # under `if batch:`
+        (7, False),  # under the __main__ guard
+        (10, True),  # under `while True:`
+        (12, False),  # under `while running:`
+        (14, True),  # in a try
+        (16, True),  # in its except
+        (17, False),  # `__name__ == "__main__" and main()`
+    ],
+)
+def test_which_top_level_lines_every_worker_runs_again(line, unconditional):
+    assert _unconditional(ast.parse(SOURCE).body, line) is unconditional

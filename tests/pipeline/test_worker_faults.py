@@ -1,0 +1,216 @@
+"""Process faults around a loader, with real worker processes on a converted LeRobot
+fixture: a stopped worker, a killed trainer, a killed process group, a transform that
+breaks its contract in a worker."""
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jaxload import PipelineOptions, make_loader
+from jaxload.converters.convert import convert
+from jaxload.errors import BatchTransformError, WorkerDiedError, WorkerTimeoutError
+from jaxload.pipeline import shared_batch
+from tests.pipeline.test_loader import assert_batches_equal
+from tests.support import fault_helpers
+
+pytestmark = pytest.mark.processes
+
+REPO = Path(__file__).resolve().parents[2]
+WINDOW = {"observation.image": [-0.1, 0.0], "action": [0.0, 0.1]}
+KW = dict(global_batch_size=4, seed=5, delta_timestamps=WINDOW, host_index=0, host_count=1)
+
+
+@pytest.fixture(scope="module")
+def dataset(shared_lerobot, tmp_path_factory):
+    out = tmp_path_factory.mktemp("worker_faults") / "h264_single"
+    convert(shared_lerobot / "h264_single", out, workers=1, progress=False)
+    return out
+
+
+def _within(seconds: float, condition) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a dead child waiting to be reaped is not running)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, IndexError):
+                continue
+    return out
+
+
+def _segments(pid: int) -> set[str]:
+    prefix = shared_batch.segment_prefix(pid)
+    return {n for n in os.listdir(shared_batch.SHM_DIR) if n.startswith(prefix)}
+
+
+def _semaphores_mapped_by(pids: list[int]) -> set[str]:
+    """The sem.mp-* files in /dev/shm that these processes have mapped (by inode)."""
+    inodes = set()
+    for pid in pids:
+        with open(f"/proc/{pid}/maps") as f:
+            inodes |= {int(line.split()[4]) for line in f if "/dev/shm/" in line}
+    names = set()
+    for name in os.listdir(shared_batch.SHM_DIR):
+        if name.startswith("sem.mp-"):
+            try:
+                if os.stat(os.path.join(shared_batch.SHM_DIR, name)).st_ino in inodes:
+                    names.add(name)
+            except FileNotFoundError:
+                continue
+    return names
+
+
+def test_a_stopped_worker_raises_naming_it_and_the_loader_resumes(dataset):
+    reference = make_loader(dataset, num_workers=0, **KW)
+    want = [next(reference) for _ in range(14)]
+    options = PipelineOptions(
+        num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1, worker_timeout_s=3
+    )
+    loader = make_loader(dataset, options=options, **KW)
+    got = [next(loader) for _ in range(2)]  # both workers started
+    workers = sorted(
+        (p for p in multiprocessing.active_children() if p.name.startswith("grain-process")),
+        key=lambda p: p.pid,
+    )
+    assert len(workers) == 2
+    stopped = workers[1].pid
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        with pytest.raises(WorkerTimeoutError) as caught:
+            for _ in range(20):  # what the workers had read ahead, then the stopped one's turn
+                got.append(next(loader))
+        message = str(caught.value)
+        assert f"(pid {stopped}) delivered no batch for 3 s" in message, message
+        assert f"reading batch {len(got)} (global positions {4 * len(got)}.." in message
+        assert "episodes [" in message and "next() restarts them" in message
+        assert _within(10, lambda: not _running(stopped))  # the loader killed it
+    finally:
+        if _running(stopped):
+            os.kill(stopped, signal.SIGKILL)
+    while len(got) < len(want):  # same position, new workers
+        got.append(next(loader))
+    assert_batches_equal(got, want)
+    loader.close()
+
+
+def test_a_killed_worker_raises_naming_it_and_no_batch_is_skipped(dataset):
+    """SIGKILL, what the OOM killer sends: before, the first next() raised Grain's bare
+    RuntimeError and every later one skipped the dead worker's batches while `position`
+    counted them. Now a WorkerDiedError names the worker, the signal and the batch it
+    held; the next next() starts new workers at the position not yet served, and every
+    batch equals the undisturbed run's at the same position, with `get_state` exact."""
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
+    want = [next(reference) for _ in range(16)]
+    options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    loader = make_loader(dataset, options=options, **KW)
+    got = [next(loader) for _ in range(2)]  # both workers started
+    workers = sorted(
+        (p for p in multiprocessing.active_children() if p.name.startswith("grain-process")),
+        key=lambda p: p.pid,
+    )
+    assert len(workers) == 2
+    killed = workers[0].pid
+    os.kill(killed, signal.SIGKILL)
+    with pytest.raises(WorkerDiedError) as caught:
+        for _ in range(20):  # what was read ahead, then the dead one's turn
+            got.append(next(loader))
+    message = str(caught.value)
+    assert f"(pid {killed}) was killed by signal 9 (SIGKILL, e.g. by the OOM killer)" in message
+    assert f"next() restarts them at position {4 * len(got)}" in message, message
+    assert loader.get_state()["position"] == 4 * len(got)
+    while len(got) < len(want):  # same position, new workers
+        got.append(next(loader))
+        assert loader.get_state()["position"] == 4 * len(got)
+    assert_batches_equal(got, want)
+    loader.close()
+
+
+def _start_trainer(dataset: Path, **popen) -> tuple[subprocess.Popen, int]:
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fault_helpers", str(dataset)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        **popen,
+    )
+    line = trainer.stdout.readline()
+    assert line.startswith("READY"), line
+    return trainer, int(line.split()[1])
+
+
+def test_workers_exit_and_shared_memory_is_freed_when_the_trainer_is_killed(dataset):
+    trainer, pid = _start_trainer(dataset)
+    try:
+        children = _children(pid)  # 2 workers and the resource tracker
+        assert len(children) == 3
+        assert _within(30, lambda: _segments(pid))  # batches read ahead, in named slots
+        semaphores = _semaphores_mapped_by([pid, *children])
+        assert semaphores
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait()
+        assert _within(15, lambda: not any(_running(c) for c in children))
+        assert _within(15, lambda: not _segments(pid))
+        assert _within(15, lambda: not semaphores & set(os.listdir(shared_batch.SHM_DIR)))
+    finally:
+        trainer.kill()
+        trainer.wait()
+
+
+def test_the_next_loader_start_reclaims_what_a_killed_process_group_left(dataset, monkeypatch):
+    # A scheduler's kill takes the trainer, its workers and the resource tracker at once:
+    # nobody is left to clean /dev/shm. The next loader start on this machine does.
+    monkeypatch.setenv("JAXLOAD_RECLAIM_SHM", "1")  # also inside a container's namespaces
+    trainer, pid = _start_trainer(dataset, start_new_session=True)
+    try:
+        group = [pid, *_children(pid)]
+        assert _within(30, lambda: _segments(pid))
+        semaphores = _semaphores_mapped_by(group)
+        assert semaphores
+        os.killpg(pid, signal.SIGKILL)
+        trainer.wait()
+        assert _within(15, lambda: not any(_running(p) for p in group))
+        left = _segments(pid)
+        assert left and semaphores <= set(os.listdir(shared_batch.SHM_DIR))
+        time.sleep(2.5)  # semaphores are reclaimed once a moment old
+        loader = make_loader(dataset, num_workers=0, **KW).start()
+        loader.close()
+        assert not _segments(pid)
+        assert not semaphores & set(os.listdir(shared_batch.SHM_DIR))
+    finally:
+        if trainer.poll() is None:
+            os.killpg(pid, signal.SIGKILL)
+            trainer.wait()
+
+
+def test_a_broken_batch_transform_in_a_worker_is_named(dataset):
+    loader = make_loader(dataset, num_workers=2, batch_transform=fault_helpers.returns_none, **KW)
+    with pytest.raises(BatchTransformError, match="returns_none returned NoneType"):
+        next(loader)
+    loader.close()
