@@ -130,7 +130,8 @@ TRAINER = """
 import sys
 import jaxload
 
-loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, num_workers=0,
+loader = jaxload.make_loader(sys.argv[1], global_batch_size=4,
+                             options=jaxload.PipelineOptions(num_workers=0),
                              host_index=0, host_count=1,
                              delta_timestamps={"action": [0.0, 0.1]})
 batch = next(loader)

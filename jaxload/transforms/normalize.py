@@ -37,7 +37,8 @@ class Normalize(grain.transforms.Map):
         >>> stats = jaxload.stats.load_stats("out/demo")
         >>> norm = Normalize(stats, {"observation.state": "mean_std", "action": "quantile"})
         >>> loader = jaxload.make_loader("out/demo", global_batch_size=4, batch_transform=norm,
-        ...                              num_workers=0, host_index=0, host_count=1)
+        ...                              options=jaxload.PipelineOptions(num_workers=0),
+        ...                              host_index=0, host_count=1)
         >>> batch = next(loader)
         >>> batch["observation.state"].dtype, batch["action"].shape
         (dtype('float32'), (4, 4))

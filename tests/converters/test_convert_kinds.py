@@ -133,7 +133,7 @@ def test_a_mixture_of_an_image_dataset_and_a_video_dataset(libero_converted, tmp
         ),
         tmp_path / "video",
     )
-    kw = dict(global_batch_size=8, seed=3, num_workers=0)
+    kw = dict(global_batch_size=8, seed=3, options=jaxload.PipelineOptions(num_workers=0))
     # By default a batch holds no strings (they cannot go into jax.jit); keys= keeps them.
     default = next(jaxload.make_loader([libero_converted, video], **kw))
     assert "language_instruction" not in default and "task" not in default

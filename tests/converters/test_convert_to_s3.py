@@ -81,7 +81,7 @@ def _batches(path, storage_options=None, n=4) -> list[dict]:
         global_batch_size=4,
         seed=7,
         delta_timestamps=WINDOWS,
-        num_workers=0,
+        options=jaxload.PipelineOptions(num_workers=0),
         storage_options=storage_options,
         remote=RemoteOptions(retry=FAST_RETRY) if storage_options else None,
     )

@@ -298,7 +298,12 @@ def test_element_spec_is_shape_dtype_structs_matching_samples_and_batches(shared
     assert spec["observation.image"].shape == (2, 84, 84, 3)
 
     loader = jaxload.make_loader(
-        ds, global_batch_size=4, num_workers=0, host_index=0, host_count=1, shuffle=False
+        ds,
+        global_batch_size=4,
+        options=jaxload.PipelineOptions(num_workers=0),
+        host_index=0,
+        host_count=1,
+        shuffle=False,
     )
     with loader:
         batch = next(loader)

@@ -217,7 +217,9 @@ def test_a_loader_with_workers_names_the_corrupt_record(dataset):
         return records
 
     _rewrite_shard(path / SHARD, flip)
-    loader = jaxload.make_loader(path, global_batch_size=16, num_epochs=1, num_workers=2)
+    loader = jaxload.make_loader(
+        path, global_batch_size=16, num_epochs=1, options=jaxload.PipelineOptions(num_workers=2)
+    )
     with pytest.raises(Exception) as error, loader:
         for _ in loader:
             pass

@@ -5,20 +5,21 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from jaxload import make_loader
+from jaxload import PipelineOptions, make_loader
 from jaxload.checkpoint import STATE_FILE, LoaderRestore, LoaderSave
 from jaxload.errors import CheckpointError
 from tests.pipeline.test_loader import LENGTHS, WINDOW, assert_batches_equal
 from tests.support.fake_dataset import FakeDataset
 
 
-def _loader(ds=None, **kw):
-    kw.setdefault("num_workers", 0)
+def _loader(ds=None, options=None, **kw):
     kw.setdefault("host_index", 0)
     kw.setdefault("host_count", 1)
     kw.setdefault("seed", 11)
     return make_loader(
-        ds if ds is not None else FakeDataset(LENGTHS, delta_timestamps=WINDOW), **kw
+        ds if ds is not None else FakeDataset(LENGTHS, delta_timestamps=WINDOW),
+        options=options or PipelineOptions(num_workers=0),
+        **kw,
     )
 
 
@@ -59,11 +60,11 @@ def test_orbax_resume_is_exact_with_worker_processes(tmp_path):
     # Save at step k next to the model, restore into a fresh loader (new worker processes):
     # every following batch equals the uninterrupted run's, all keys, bitwise.
     k, more = 3, 5
-    with _loader(global_batch_size=6, num_workers=1) as loader:
+    with _loader(global_batch_size=6, options=PipelineOptions(num_workers=1)) as loader:
         reference = _take(loader, k)
         _save(tmp_path / "ckpt", k, loader, {"w": jnp.arange(4.0) * k})
         reference += _take(loader, more)
-    with _loader(global_batch_size=6, num_workers=1) as fresh:
+    with _loader(global_batch_size=6, options=PipelineOptions(num_workers=1)) as fresh:
         restored = _restore(tmp_path / "ckpt", fresh)
         assert restored.loader is fresh and fresh.position == 6 * k
         assert np.array_equal(restored.model["w"], np.arange(4.0) * k)
@@ -118,7 +119,7 @@ def test_elastic_restore_continues_the_global_stream(
     assert all(s == states[0] for s in states)  # the state is global: any host's copy will do
     assert states[0]["host_count"] == saved_hosts
     _save(tmp_path / "ckpt", k, before[0])
-    after = _hosts(restored_hosts, num_workers=workers)
+    after = _hosts(restored_hosts, options=PipelineOptions(num_workers=workers))
     for host in after:  # every process restores from the same loader_state.json
         _restore(tmp_path / "ckpt", host).loader.start()
     assert_batches_equal(_global_batches(after, more), reference[k:])

@@ -83,7 +83,7 @@ def test_make_loader_auto_decodes_on_cpu_here_and_logs_why(dataset, caplog):
             dataset,
             global_batch_size=4,
             decode_device="auto",
-            num_workers=0,
+            options=jaxload.PipelineOptions(num_workers=0),
             host_index=0,
             host_count=1,
         )

@@ -41,11 +41,11 @@ def datasets(tmp_path_factory) -> tuple[Path, Path]:
     return root / "a", root / "b"
 
 
-def _loader(paths, **kw):
-    kw.setdefault("num_workers", 0)
+def _loader(paths, options=None, **kw):
     kw.setdefault("host_index", 0)
     kw.setdefault("host_count", 1)
-    return jaxload.make_loader(paths, **kw)
+    options = options or jaxload.PipelineOptions(num_workers=0)
+    return jaxload.make_loader(paths, options=options, **kw)
 
 
 @jax.jit
@@ -144,7 +144,8 @@ if __name__ == "__main__":
     for axis_type in (AxisType.Explicit, AxisType.Auto):
         mesh = jax.make_mesh((4,), ("data",), axis_types=(axis_type,))
         loader = jaxload.make_loader(
-            path, global_batch_size=8, seed=0, num_workers=0,
+            path, global_batch_size=8, seed=0,
+            options=jaxload.PipelineOptions(num_workers=0),
             sharding=NamedSharding(mesh, P("data")),
             delta_timestamps={"action": [k / 10 for k in range(4)]},
         )
@@ -171,8 +172,8 @@ if __name__ == "__main__":
         assert np.isfinite(losses[0]) and losses[0] > 0, losses
         assert w.sharding.is_fully_replicated, w.sharding
         kept = next(jaxload.make_loader(
-            path, global_batch_size=8, num_workers=0, sharding=NamedSharding(mesh, P("data")),
-            keys=["action", "task"]))
+            path, global_batch_size=8, options=jaxload.PipelineOptions(num_workers=0),
+            sharding=NamedSharding(mesh, P("data")), keys=["action", "task"]))
         assert isinstance(kept["action"], jax.Array) and kept["task"].dtype.kind == "U"
         print("OK", axis_type, losses[0])
 """
@@ -207,7 +208,7 @@ import sys
 import jaxload
 
 print("top level ran", flush=True)
-loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, num_workers=2)
+loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, options=jaxload.PipelineOptions(num_workers=2))
 for step, batch in zip(range(2), loader):
     pass
 print("done")
@@ -221,7 +222,7 @@ import jaxload
 
 print("top level ran", flush=True)
 if len(sys.argv) > 1:
-    loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, num_workers=2)
+    loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, options=jaxload.PipelineOptions(num_workers=2))
     for step, batch in zip(range(2), loader):
         pass
 print("done")
@@ -234,7 +235,7 @@ import jaxload
 
 def main():
     print("main ran", flush=True)
-    with jaxload.make_loader(sys.argv[1], global_batch_size=4, num_workers=2) as loader:
+    with jaxload.make_loader(sys.argv[1], global_batch_size=4, options=jaxload.PipelineOptions(num_workers=2)) as loader:
         batches = [next(loader) for _ in range(3)]
         print("batches", len(batches), loader, flush=True)
 

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxload import make_loader
+from jaxload import PipelineOptions, make_loader
 from jaxload.errors import CheckpointError
 from jaxload.sampling.permutation import EpochOrder
 from tests.support.fake_dataset import FakeDataset, add_state_sum
@@ -26,11 +26,11 @@ def _fake(**kw):
     return FakeDataset(LENGTHS, delta_timestamps=WINDOW, **kw)
 
 
-def _loader(ds=None, **kw):
-    kw.setdefault("num_workers", 0)
+def _loader(ds=None, options=None, **kw):
     kw.setdefault("host_index", 0)
     kw.setdefault("host_count", 1)
-    return make_loader(ds if ds is not None else _fake(), **kw)
+    options = options or PipelineOptions(num_workers=0)
+    return make_loader(ds if ds is not None else _fake(), options=options, **kw)
 
 
 def _take(loader, n):
@@ -186,7 +186,9 @@ def test_grain_checkpoint_helper_on_the_loader_and_its_pipeline():
     grain.experimental.assert_equal_output_after_checkpoint(
         _loader(global_batch_size=8, num_epochs=1, drop_n_last_frames=2)
     )
-    pipeline = _loader(global_batch_size=8, num_epochs=1, read_threads=2).grain_dataset()
+    pipeline = _loader(
+        global_batch_size=8, num_epochs=1, options=PipelineOptions(num_workers=0, read_threads=2)
+    ).grain_dataset()
     grain.experimental.assert_equal_output_after_checkpoint(pipeline)
 
 
@@ -224,7 +226,7 @@ def test_worker_processes_give_the_same_batches():
     # Real Grain worker processes with read threads, against the in-process read.
     reference = _take(_loader(global_batch_size=6, seed=7, batch_transform=add_state_sum), 7)
     assert np.allclose(reference[0]["state_sum"], reference[0]["observation.state"].sum(-1))
-    kw = dict(num_workers=2, read_threads=2, batch_transform=add_state_sum)
+    kw = dict(options=PipelineOptions(num_workers=2, read_threads=2), batch_transform=add_state_sum)
     with _loader(global_batch_size=6, seed=7, **kw) as loader:
         got = _take(loader, 7)
         assert loader.get_state()["position"] == 42
@@ -235,7 +237,7 @@ def test_worker_processes_give_the_same_batches():
 SHARDED_SCRIPT = """
 import numpy as np, jax
 from jax.sharding import NamedSharding, PartitionSpec as P
-from jaxload import make_loader
+from jaxload import PipelineOptions, make_loader
 from tests.support.fake_dataset import FakeDataset, add_state_sum
 from tests.pipeline.test_loader import LENGTHS, WINDOW
 
@@ -243,9 +245,10 @@ if __name__ == "__main__":
     assert jax.device_count() == 4
     ds = FakeDataset(LENGTHS, delta_timestamps=WINDOW)
     mesh = jax.make_mesh((4,), ("data",))
-    loader = make_loader(ds, global_batch_size=8, seed=1, num_workers=0,
+    loader = make_loader(ds, global_batch_size=8, seed=1,
+                         options=PipelineOptions(num_workers=0),
                          sharding=NamedSharding(mesh, P("data")))
-    plain = make_loader(ds, global_batch_size=8, seed=1, num_workers=0)
+    plain = make_loader(ds, global_batch_size=8, seed=1, options=PipelineOptions(num_workers=0))
     for _ in range(3):
         got, want = next(loader), next(plain)
         for k, v in want.items():
@@ -321,7 +324,7 @@ def test_rows_follow_the_devices_of_this_process():
 @pytest.mark.processes
 def test_grain_checkpoint_helper_with_worker_processes():
     # Restarts the worker processes at every saved state: slow on 2 cores.
-    loader = _loader(global_batch_size=16, num_epochs=1, num_workers=1)
+    loader = _loader(global_batch_size=16, num_epochs=1, options=PipelineOptions(num_workers=1))
     grain.experimental.assert_equal_output_after_checkpoint(loader)
     loader.close()
 
@@ -335,7 +338,13 @@ def test_default_parallelism_follows_the_core_count():
     assert split_cores(96) == (8, 12)
     loader = make_loader(_fake(), global_batch_size=4, host_index=0, host_count=1)
     assert (loader.options.num_workers, loader.options.read_threads) == split_cores(os.cpu_count())
-    explicit = make_loader(_fake(), global_batch_size=4, num_workers=2, host_index=0, host_count=1)
+    explicit = make_loader(
+        _fake(),
+        global_batch_size=4,
+        options=PipelineOptions(num_workers=2),
+        host_index=0,
+        host_count=1,
+    )
     assert (explicit.options.num_workers, explicit.options.read_threads) == (2, 2)
 
 

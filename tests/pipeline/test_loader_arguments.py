@@ -30,9 +30,9 @@ def dataset(tmp_path_factory):
     return root / "out"
 
 
-def _loader(path, **kw):
-    kw = {"global_batch_size": 4, "num_workers": 0, "host_index": 0, "host_count": 1, **kw}
-    return make_loader(path, **kw)
+def _loader(path, num_workers=0, **kw):
+    kw = {"global_batch_size": 4, "host_index": 0, "host_count": 1, **kw}
+    return make_loader(path, options=PipelineOptions(num_workers=num_workers), **kw)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 import jaxload
-from jaxload import make_loader
+from jaxload import PipelineOptions, make_loader
 from jaxload.checkpoint import LoaderRestore, LoaderSave
 from jaxload.converters.convert import convert
 from jaxload.errors import CheckpointError, WindowError
@@ -52,7 +52,7 @@ def test_video_dataset_with_workers_matches_direct_reads_and_resumes(converted, 
     path = converted / "h264_single"
     kw = dict(global_batch_size=8, seed=3, delta_timestamps=WINDOW, drop_n_last_frames=2)
     kw.update(host_index=0, host_count=1)
-    with make_loader(path, num_workers=2, read_threads=2, **kw) as loader:
+    with make_loader(path, options=PipelineOptions(num_workers=2, read_threads=2), **kw) as loader:
         batches = [next(loader) for _ in range(4)]
         with ocp.CheckpointManager(tmp_path / "ckpt") as mngr:
             mngr.save(4, args=ocp.args.Composite(loader=LoaderSave(loader)))
@@ -74,13 +74,15 @@ def test_video_dataset_with_workers_matches_direct_reads_and_resumes(converted, 
         ends = ds.episode_lengths[np.searchsorted(ds.episode_index, batch["episode_index"])]
         assert (frame < ends - 2).all()  # drop_n_last_frames
 
-    fresh = make_loader(path, num_workers=0, **kw)
+    fresh = make_loader(path, options=PipelineOptions(num_workers=0), **kw)
     with ocp.CheckpointManager(tmp_path / "ckpt") as mngr:
         mngr.restore(4, args=ocp.args.Composite(loader=LoaderRestore(fresh)))
     assert_batches_equal([next(fresh) for _ in range(4)], batches[4:])
 
     other = make_loader(
-        converted / "tabular_only", num_workers=0, **{**kw, "delta_timestamps": None}
+        converted / "tabular_only",
+        options=PipelineOptions(num_workers=0),
+        **{**kw, "delta_timestamps": None},
     )
     with (
         ocp.CheckpointManager(tmp_path / "ckpt") as mngr,
@@ -116,7 +118,11 @@ def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
     before = _shm_segments()
     kw = dict(global_batch_size=8, delta_timestamps=WINDOW, host_index=0, host_count=1)
     for _ in range(2):
-        loader = make_loader(converted / "h264_single", num_workers=2, read_threads=2, **kw)
+        loader = make_loader(
+            converted / "h264_single",
+            options=PipelineOptions(num_workers=2, read_threads=2),
+            **kw,
+        )
         held = next(loader)
         [next(loader) for _ in range(3)]
         # Workers fill their buffers with batches read ahead, in slots not yet opened here.
@@ -136,7 +142,7 @@ def test_mixture_of_tabular_and_video_datasets(converted):
         global_batch_size=50,
         weights=[0.6, 0.4],
         delta_timestamps={"action": [0.0, 0.1]},  # multiples of 1/50 s and of 1/10 s
-        num_workers=1,
+        options=PipelineOptions(num_workers=1),
         host_index=0,
         host_count=1,
     )
@@ -168,7 +174,7 @@ def test_episode_selection_passes_through(converted):
         converted / "h264_single",
         global_batch_size=10,
         episodes=[1, 4],
-        num_workers=0,
+        options=PipelineOptions(num_workers=0),
         num_epochs=1,
     )
     episodes = np.concatenate([b["episode_index"] for b in loader])
@@ -200,7 +206,9 @@ def test_decoding_on_the_devices_equals_decoding_in_the_workers(converted):
 
 def test_autotune_fills_in_the_knobs_left_unset(converted):
     loader = make_loader(
-        converted / "h264_single", global_batch_size=8, autotune=True, num_workers=0, prefetch=3
+        converted / "h264_single",
+        global_batch_size=8,
+        options=PipelineOptions(autotune=True, num_workers=0, prefetch=3),
     )
     assert loader.options.num_workers == 0 and loader.options.prefetch == 3  # kept
     assert loader.options.read_threads >= 1 and loader.options.decode_device == "cpu"

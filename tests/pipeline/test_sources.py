@@ -51,7 +51,9 @@ def test_make_loader_serves_each_datasets_own_episodes(two_datasets):
         [a, b], episodes=[np.array([0, 1]), np.array([2])], options=PipelineOptions(0), **kw
     )
     by_source = jaxload.make_loader(
-        [DatasetSource(a, episodes=[0, 1]), DatasetSource(b, episodes=[2])], num_workers=0, **kw
+        [DatasetSource(a, episodes=[0, 1]), DatasetSource(b, episodes=[2])],
+        options=PipelineOptions(num_workers=0),
+        **kw,
     )
     for loader in (by_shorthand, by_source):
         with loader:

@@ -87,7 +87,7 @@ def _semaphores_mapped_by(pids: list[int]) -> set[str]:
 
 
 def test_a_stopped_worker_raises_naming_it_and_the_loader_resumes(dataset):
-    reference = make_loader(dataset, num_workers=0, **KW)
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
     want = [next(reference) for _ in range(14)]
     options = PipelineOptions(
         num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1, worker_timeout_s=3
@@ -199,7 +199,7 @@ def test_the_next_loader_start_reclaims_what_a_killed_process_group_left(dataset
         left = _segments(pid)
         assert left and semaphores <= set(os.listdir(shared_batch.SHM_DIR))
         time.sleep(2.5)  # semaphores are reclaimed once a moment old
-        loader = make_loader(dataset, num_workers=0, **KW).start()
+        loader = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW).start()
         loader.close()
         assert not _segments(pid)
         assert not semaphores & set(os.listdir(shared_batch.SHM_DIR))
@@ -210,7 +210,12 @@ def test_the_next_loader_start_reclaims_what_a_killed_process_group_left(dataset
 
 
 def test_a_broken_batch_transform_in_a_worker_is_named(dataset):
-    loader = make_loader(dataset, num_workers=2, batch_transform=fault_helpers.returns_none, **KW)
+    loader = make_loader(
+        dataset,
+        options=PipelineOptions(num_workers=2),
+        batch_transform=fault_helpers.returns_none,
+        **KW,
+    )
     with pytest.raises(BatchTransformError, match="returns_none returned NoneType"):
         next(loader)
     loader.close()

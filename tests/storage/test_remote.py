@@ -16,6 +16,7 @@ import pytest
 from array_record.python.array_record_module import ArrayRecordReader
 
 import jaxload
+from jaxload import PipelineOptions
 from jaxload import format as fmt
 from jaxload.converters.convert import convert
 from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError
@@ -65,11 +66,11 @@ def _same(a: dict, b: dict) -> bool:
     )
 
 
-def _loaders(server, converted, options: RemoteOptions, **kwargs):
+def _loaders(server, converted, remote_options: RemoteOptions, **kwargs):
     """(local loader, remote loader) over the same converted dataset, same arguments."""
     local = jaxload.make_loader(converted, **kwargs)
     remote = jaxload.make_loader(
-        "s3://bucket/ds", storage_options=server.storage_options(), remote=options, **kwargs
+        "s3://bucket/ds", storage_options=server.storage_options(), remote=remote_options, **kwargs
     )
     return local, remote
 
@@ -173,7 +174,12 @@ def test_remote_samples_are_bitwise_equal_to_local(converted, clean):
 
 
 def test_loader_batches_and_resume_are_exact_against_local(converted, clean):
-    kwargs = dict(global_batch_size=8, seed=5, delta_timestamps=WINDOWS, num_workers=0)
+    kwargs = dict(
+        global_batch_size=8,
+        seed=5,
+        delta_timestamps=WINDOWS,
+        options=PipelineOptions(num_workers=0),
+    )
     options = RemoteOptions(retry=FAST_RETRY, cache_bytes=400_000, lookahead=4)
     local, remote = _loaders(clean, converted, options, **kwargs)
     with local, remote:
@@ -201,7 +207,12 @@ def test_loader_batches_and_resume_are_exact_against_local(converted, clean):
 def test_a_cache_of_under_three_batches_is_said_to_be_too_small_once(
     converted, clean, caplog, cache_bytes
 ):
-    kwargs = dict(global_batch_size=8, seed=5, delta_timestamps=WINDOWS, num_workers=0)
+    kwargs = dict(
+        global_batch_size=8,
+        seed=5,
+        delta_timestamps=WINDOWS,
+        options=PipelineOptions(num_workers=0),
+    )
     options = RemoteOptions(retry=FAST_RETRY, cache_bytes=cache_bytes)
     local, remote = _loaders(clean, converted, options, **kwargs)
     with local, remote, caplog.at_level(logging.WARNING, logger="jaxload.storage"):
@@ -220,7 +231,12 @@ def test_a_cache_of_under_three_batches_is_said_to_be_too_small_once(
 
 
 def test_a_loader_reads_on_after_an_outage_that_outlasted_its_retries(converted, clean):
-    kwargs = dict(global_batch_size=8, seed=3, delta_timestamps=WINDOWS, num_workers=0)
+    kwargs = dict(
+        global_batch_size=8,
+        seed=3,
+        delta_timestamps=WINDOWS,
+        options=PipelineOptions(num_workers=0),
+    )
     options = RemoteOptions(retry=FAST_RETRY, cache_bytes=20_000, lookahead=1)
     local, remote = _loaders(clean, converted, options, **kwargs)
     with local, remote:
@@ -245,7 +261,7 @@ def test_a_loader_reads_on_after_an_outage_that_outlasted_its_retries(converted,
 
 
 def test_local_state_restores_on_the_remote_copy(converted, clean):
-    kwargs = dict(global_batch_size=4, seed=1, num_workers=0)
+    kwargs = dict(global_batch_size=4, seed=1, options=PipelineOptions(num_workers=0))
     with jaxload.make_loader(converted, **kwargs) as local:
         next(local)
         state = local.get_state()
@@ -405,7 +421,12 @@ def test_a_cache_as_large_as_the_dataset_fetches_it_about_once(converted, clean)
     dataset_bytes = sum(
         (converted / fmt.shard_path(s)).stat().st_size for s in range(info.num_shards)
     )
-    kwargs = dict(global_batch_size=8, seed=2, delta_timestamps=WINDOWS, num_workers=0)
+    kwargs = dict(
+        global_batch_size=8,
+        seed=2,
+        delta_timestamps=WINDOWS,
+        options=PipelineOptions(num_workers=0),
+    )
     options = RemoteOptions(retry=FAST_RETRY, cache_bytes=2 * dataset_bytes, log_every_s=0)
     local, remote = _loaders(clean, converted, options, **kwargs)
     with local, remote:
@@ -526,13 +547,13 @@ def test_optimal_policy_beats_lru_on_a_loader_order():
 
 def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, tmp_path, caplog):
     kwargs = dict(global_batch_size=8, seed=2, delta_timestamps=WINDOWS)
-    with jaxload.make_loader(converted, num_workers=0, **kwargs) as local:
+    with jaxload.make_loader(converted, options=PipelineOptions(num_workers=0), **kwargs) as local:
         want = [next(local) for _ in range(4)]
     cache_dir = tmp_path / "cache"
     remote = jaxload.make_loader(
         "s3://bucket/ds",
         storage_options=clean.storage_options(),
-        num_workers=2,
+        options=PipelineOptions(num_workers=2),
         # a small cache: the workers fetch for each batch, also while the test waits
         remote=RemoteOptions(cache_dir=str(cache_dir), cache_bytes=300_000, log_every_s=1e-9),
         **kwargs,

@@ -34,8 +34,7 @@ def main(path: str) -> None:
     loader = jaxload.make_loader(
         path,
         global_batch_size=4,
-        num_workers=2,
-        read_threads=1,
+        options=jaxload.PipelineOptions(num_workers=2, read_threads=1),
         host_index=0,
         host_count=1,
         delta_timestamps={"observation.image": [-0.1, 0.0]},

@@ -21,7 +21,7 @@ def main(process_id: int, port: str, ckpt: str) -> None:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from jaxload import make_loader
+    from jaxload import PipelineOptions, make_loader
     from jaxload.checkpoint import LoaderRestore, LoaderSave
     from tests.pipeline.test_loader import LENGTHS, WINDOW
     from tests.support.fake_dataset import FakeDataset
@@ -29,8 +29,11 @@ def main(process_id: int, port: str, ckpt: str) -> None:
     assert jax.process_count() == 2 and jax.device_count() == 4 and jax.local_device_count() == 2
     sharding = NamedSharding(jax.make_mesh((4,), ("data",)), P("data"))
     ds = FakeDataset(LENGTHS, delta_timestamps=WINDOW)
-    loader = make_loader(ds, global_batch_size=8, seed=1, num_workers=0, sharding=sharding)
-    single = make_loader(ds, global_batch_size=8, seed=1, num_workers=0, host_index=0, host_count=1)
+    serial = PipelineOptions(num_workers=0)
+    loader = make_loader(ds, global_batch_size=8, seed=1, options=serial, sharding=sharding)
+    single = make_loader(
+        ds, global_batch_size=8, seed=1, options=serial, host_index=0, host_count=1
+    )
 
     def check(batch, reference):
         for key, value in reference.items():
@@ -47,7 +50,7 @@ def main(process_id: int, port: str, ckpt: str) -> None:
     with ocp.CheckpointManager(ckpt) as mngr:
         mngr.save(3, args=ocp.args.Composite(loader=LoaderSave(loader)))
         mngr.wait_until_finished()
-    fresh = make_loader(ds, global_batch_size=8, seed=1, num_workers=0, sharding=sharding)
+    fresh = make_loader(ds, global_batch_size=8, seed=1, options=serial, sharding=sharding)
     with ocp.CheckpointManager(ckpt) as mngr:
         mngr.restore(3, args=ocp.args.Composite(loader=LoaderRestore(fresh)))
     check(next(fresh), next(single))

@@ -208,5 +208,5 @@ def test_tuned_loader_kwargs_keep_explicit_settings_and_log_the_choice(dataset, 
     }
     (record,) = caplog.records
     assert "autotune: num_workers=" in record.getMessage() and "['prefetch']" in record.getMessage()
-    loader = make_loader(dataset, global_batch_size=4, **kwargs)
+    loader = make_loader(dataset, global_batch_size=4, options=PipelineOptions(**kwargs))
     loader.close()

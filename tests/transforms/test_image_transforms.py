@@ -67,11 +67,11 @@ def _frames(n=8, shape=(60, 80), seed=0):
     return np.stack([cv2.resize(f, shape[::-1], interpolation=cv2.INTER_CUBIC) for f in small])
 
 
-def _loader(dataset, **kw):
-    kw.setdefault("num_workers", 0)
+def _loader(dataset, options=None, **kw):
     kw.setdefault("host_index", 0)
     kw.setdefault("host_count", 1)
-    return jaxload.make_loader(dataset, global_batch_size=8, seed=5, **kw)
+    options = options or jaxload.PipelineOptions(num_workers=0)
+    return jaxload.make_loader(dataset, global_batch_size=8, seed=5, options=options, **kw)
 
 
 def _take(loader, n):
@@ -146,7 +146,10 @@ def test_loader_pixels_are_the_transform_of_the_rows_at_their_positions(dataset)
 @pytest.mark.processes
 def test_worker_count_and_host_count_do_not_change_the_pixels(dataset):
     reference = _take(_loader(dataset, image_transforms=AUGMENT), 3)
-    with_workers = _take(_loader(dataset, image_transforms=AUGMENT, num_workers=2), 3)
+    with_workers = _take(
+        _loader(dataset, image_transforms=AUGMENT, options=jaxload.PipelineOptions(num_workers=2)),
+        3,
+    )
     for a, b in zip(reference, with_workers):
         _assert_same(a, b)
     for hosts in (2, 4):
@@ -162,7 +165,9 @@ def test_worker_count_and_host_count_do_not_change_the_pixels(dataset):
 @pytest.mark.processes
 def test_orbax_restore_mid_epoch_with_workers_continues_with_the_same_pixels(dataset, tmp_path):
     def loader():
-        return _loader(dataset, image_transforms=AUGMENT, num_workers=2)
+        return _loader(
+            dataset, image_transforms=AUGMENT, options=jaxload.PipelineOptions(num_workers=2)
+        )
 
     uninterrupted = _take(loader(), 7)
     first = loader()

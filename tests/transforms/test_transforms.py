@@ -95,7 +95,7 @@ def test_in_the_loader_as_batch_transform_and_as_a_grain_map(dataset):
         dataset,
         global_batch_size=8,
         shuffle=False,
-        num_workers=0,
+        options=jaxload.PipelineOptions(num_workers=0),
         delta_timestamps={"action": [0.0, 0.1, 0.2]},
         batch_transform=norm,
     )
@@ -103,7 +103,7 @@ def test_in_the_loader_as_batch_transform_and_as_a_grain_map(dataset):
         dataset,
         global_batch_size=8,
         shuffle=False,
-        num_workers=0,
+        options=jaxload.PipelineOptions(num_workers=0),
         delta_timestamps={"action": [0.0, 0.1, 0.2]},
     )
     with loader, raw:
