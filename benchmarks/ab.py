@@ -4,7 +4,7 @@ temporary worktree), each run in a fresh process, rounds alternating which side 
 first, so both see the same machine. Prints samples/s per run and this tree's / base's
 ratio per round, for numpy batches (no `sharding`) and sharded batches (global
 `jax.Array`s over `--devices` CPU devices), read from disk or (`--remote`) from the S3
-stand-in of tests/s3_server.py with `--latency-ms` per request and a cache of
+stand-in of tests/support/s3_server.py with `--latency-ms` per request and a cache of
 `--cache-fraction` of the shards' bytes.
 
     python benchmarks/ab.py --base da43c00                     # 96x128, 4 rounds
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             path, remote, options = str(root), None, None
             if args.remote:
                 from jaxload import format as fmt
-                from tests.s3_server import S3Server
+                from tests.support.s3_server import S3Server
 
                 info = fmt.read_info(root)
                 shards = sum(
