@@ -593,7 +593,7 @@ def _video_info(path: Path) -> dict[str, Any]:
             "video.codec": stream.codec.canonical_name,
             "video.pix_fmt": stream.pix_fmt,
             "video.is_depth_map": False,
-            "video.fps": int(stream.base_rate),
+            "video.fps": int(Fraction(stream.base_rate)),  # PyAV 19: an AVRational, no __int__
             "video.channels": 3,
             "has_audio": len(container.streams.audio) > 0,
         }
