@@ -23,6 +23,8 @@ import grain
 
 from jaxload.errors import RemoteError, WorkerDiedError, WorkerTimeoutError
 from jaxload.pipeline import main_guard, workers
+from jaxload.pipeline.decode_split import INITIAL_SHARE, DecodeSplit
+from jaxload.pipeline.hosts import device_blocks
 from jaxload.pipeline.read_batch import Batch, ReadBatch
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
@@ -49,6 +51,9 @@ class Loader:
         self._delivered = 0  # batches handed out since _start
         self._iterator: Any = None
         self._workers: workers.WorkerRegistry | None = None  # the running pipeline's
+        self._to_global: ToGlobalArrays | None = None  # the running pipeline's
+        self._split: DecodeSplit | None = None  # hybrid decoding: the running pipeline's
+        self._share = INITIAL_SHARE  # the readers' share of the rows, kept across restarts
 
     # -- what it reads and how (the spec's, for convenience) ---------------------------------
 
@@ -89,6 +94,10 @@ class Loader:
                         store.board = StatsBoard()
                 self._workers = workers.WorkerRegistry()
             workers.reclaim_shared_memory()  # what crashed loaders on this machine left
+            placement = self.spec.placement
+            if placement.decode_device == "hybrid" and placement.encoded:
+                blocks = device_blocks(self.spec.sharding, self.spec.rows, self.global_batch_size)
+                self._split = DecodeSplit(blocks, self._share)
             self._iterator = self.grain_dataset().__iter__()
             self._iterator.start_prefetch()
             _RUNNING.add(self)
@@ -150,10 +159,10 @@ class Loader:
                 os.kill(stuck_pid, signal.SIGKILL)
         iterator, self._iterator = self._iterator, None
         registry, self._workers = self._workers, None
+        parts = self._let_go()
         _RUNNING.discard(self)
-        for (
-            store
-        ) in self.spec.remote_stores.values():  # the next pipeline never waits on its fetches
+        # The next pipeline never waits on the fetches of this one.
+        for store in self.spec.remote_stores.values():
             store.restart()
 
         def close() -> None:
@@ -161,8 +170,19 @@ class Loader:
                 iterator.close()
             if registry is not None:
                 registry.close()
+            for part in parts:
+                part.close()
 
         threading.Thread(target=close, daemon=True, name="jaxload-abandon").start()
+
+    def _let_go(self) -> list[Any]:
+        """The running pipeline's decode threads and split, to close (the share is kept
+        for the next pipeline)."""
+        parts = [p for p in (self._to_global, self._split) if p is not None]
+        if self._split is not None:
+            self._share = self._split.share
+        self._to_global = self._split = None
+        return parts
 
     def close(self) -> None:
         """Stop the background thread and the worker processes (a later next() restarts them)."""
@@ -172,6 +192,8 @@ class Loader:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
+        for part in self._let_go():
+            part.close()
         for store in self.spec.remote_stores.values():  # stop fetching ahead
             store.close()
         _RUNNING.discard(self)
@@ -237,10 +259,20 @@ class Loader:
             f"Loader(sources={sources}, global_batch_size={spec.global_batch_size}, "
             f"seed={spec.seed}, hosts={spec.host_count} (this one: {part}), "
             f"workers={spec.options.num_workers}, read_threads={spec.options.read_threads}, "
-            f"{self._transforms_repr()}"
+            f"{self._decode_repr()}{self._transforms_repr()}"
             f"epoch={self.epoch}{epochs}, step={self.position // spec.global_batch_size}, "
             f"position={self.position})"
         )
+
+    def _decode_repr(self) -> str:
+        placement = self.spec.placement
+        if placement.decode_device == "cpu" or not placement.encoded:
+            return ""
+        text = f"decode={placement.decode_device} x{self.spec.options.decode_threads}"
+        share = self.decode_share
+        if share is not None:
+            text += f" (readers {share:.0%} of the rows)"
+        return text + ", "
 
     def _transforms_repr(self) -> str:
         placement = self.spec.placement
@@ -290,12 +322,21 @@ class Loader:
     def read_batch(self) -> ReadBatch:
         """The per-batch read transform, anchored at the current position (remote datasets:
         fetching ahead of each batch, jaxload.storage.prefetch)."""
-        return ReadBatch(self.spec.for_readers(), self.position)
+        return ReadBatch(self.spec.for_readers(), self.position, self._split)
 
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""
-        to_global = ToGlobalArrays(self.spec) if self.spec.sharding is not None else None
-        return build_pipeline(self.read_batch(), self.num_batches, to_global, self._workers)
+        if self.spec.sharding is not None:
+            self._to_global = ToGlobalArrays(self.spec, self._split)
+        return build_pipeline(self.read_batch(), self.num_batches, self._to_global, self._workers)
+
+    @property
+    def decode_share(self) -> float | None:
+        """Hybrid decoding: the share of each device's rows the readers (CPU) decode now,
+        the rest on the devices (jaxload.pipeline.decode_split); None otherwise."""
+        if self.spec.placement.decode_device != "hybrid" or not self.spec.placement.encoded:
+            return None
+        return self._split.share if self._split is not None else self._share
 
 
 # Loaders with a live pipeline. Closed before interpreter teardown: Grain's own __del__

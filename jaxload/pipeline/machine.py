@@ -60,6 +60,17 @@ _ARCH_BY_NAME = [
 ]
 
 
+# NVDEC engines per GPU (NVIDIA's Video Encode and Decode support matrix): each decoder
+# session keeps one busy, so jaxload runs this many decodes per GPU at once.
+_NVDEC_ENGINES = [
+    (r"\b(GH200|H100|H200|H800|H20|GB\d+|B\d00|B300)\b", 7),
+    (r"\b(A100|A800)\b", 5),
+    (r"\b(A30|L4)\b", 4),
+    (r"\b(L40S?|L20)\b", 3),
+    (r"\b(A10G?|A16|A40|T4|RTX (?:30|40|50)\d0)\b", 2),
+]
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuInfo:
     """One GPU: name, memory and (when known) compute capability."""
@@ -85,6 +96,14 @@ class GpuInfo:
     def nvdec_codecs(self) -> frozenset[str]:
         """Codecs its NVDEC decodes (8-bit 4:2:0, the converter's output)."""
         return _NVDEC[self.architecture]
+
+    @property
+    def nvdec_engines(self) -> int:
+        """Its NVDEC engines (NVIDIA's support matrix); 2 for a GPU not in the table."""
+        for pattern, engines in _NVDEC_ENGINES:
+            if re.search(pattern, self.name, re.IGNORECASE):
+                return engines
+        return 2
 
 
 @dataclasses.dataclass(frozen=True)

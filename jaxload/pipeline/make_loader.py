@@ -18,7 +18,12 @@ from jaxload.pipeline import workers
 from jaxload.pipeline.arguments import check_arguments, check_yields_a_batch, source_weights
 from jaxload.pipeline.batch_keys import key_selection
 from jaxload.pipeline.batch_schema import BatchSchema
-from jaxload.pipeline.decode_device import cameras_decoded_on_device, resolve_decode_device
+from jaxload.pipeline.decode_device import (
+    cameras_decoded_on_device,
+    default_decode_threads,
+    device_streams,
+    resolve_decode_device,
+)
 from jaxload.pipeline.hosts import this_host_rows
 from jaxload.pipeline.image_transforms import resolve_image_transforms
 from jaxload.pipeline.loader import Batch, Loader
@@ -126,12 +131,16 @@ def make_loader(
             global jax.Array built by jax.make_array_from_process_local_data from the rows
             this process's devices hold. None: the batch is this host's numpy rows.
         decode_device: where video is decoded: "cpu" (default: in the readers), "cuda"
-            (NVDEC, onto each row's GPU, in this process), "device" (any device torchcodec
-            decodes on) or "auto" ("cuda" when torchcodec decodes on a GPU here and its
-            NVDEC handles every camera's codec, else "cpu"; logged with the reason).
-            Anything but "cpu" needs `sharding`: the readers hand each camera over
-            compressed (`jaxload.decode.frames.EncodedFrames`) and every device decodes the
-            rows it holds, handed to JAX through DLPack. Sets `options.decode_device`.
+            (torchcodec's NVDEC backend, onto each row's GPU, in this process, several
+            decodes in flight per GPU: `options.decode_threads`), "device" (any device
+            torchcodec decodes on), "hybrid" (the readers decode a share of each device's
+            rows, the devices the rest, the share adjusted as it runs so neither waits:
+            jaxload.pipeline.decode_split) or "auto" ("hybrid" when torchcodec decodes on
+            a GPU here and its NVDEC handles every camera's codec, else "cpu"; logged with
+            the reason). Anything but "cpu" needs `sharding`: the readers hand each camera
+            over compressed (`jaxload.decode.frames.EncodedFrames`) and every device
+            decodes the rows it holds, handed to JAX through DLPack. Sets
+            `options.decode_device`.
         host_index, host_count: this host's part of each global batch (default: JAX's
             process index and count); given to simulate hosts in one process.
         options: how the pipeline runs (a `jaxload.PipelineOptions`: worker processes,
@@ -249,6 +258,8 @@ def make_loader(
     in_memory = any(s.options.cache_dir is None for s in remote_stores.values())
     options = options.resolve(remote=in_memory)
     encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
+    if encoded and options.decode_threads is None:
+        options = dataclasses.replace(options, decode_threads=default_decode_threads(sharding))
     transforms, transforms_on = resolve_image_transforms(
         image_transforms, image_transforms_on, datasets, key_maps, schema, encoded, sharding
     )
@@ -269,7 +280,13 @@ def make_loader(
         rows=rows,
         host_count=host_count,
         sharding=sharding,
-        placement=Placement(options.decode_device, encoded, transforms, transforms_on),
+        placement=Placement(
+            options.decode_device,
+            encoded,
+            transforms,
+            transforms_on,
+            device_streams(datasets, key_maps, encoded),
+        ),
         batch_transforms=(batch_transform,) if batch_transform is not None else (),
         options=options,
         remote_stores=remote_stores,

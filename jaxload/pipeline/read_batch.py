@@ -10,6 +10,7 @@ on CPU), then the batch transforms, and keeps the keys a batch holds
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from jaxload.decode.on_device import merge_encoded
 from jaxload.errors import BatchTransformError
 from jaxload.pipeline import shared_batch
 from jaxload.pipeline.batch_schema import rename_key
+from jaxload.pipeline.decode_split import DecodeSplit
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.storage.prefetch import BatchReads, Lookahead
 from jaxload.transforms.on_device import POSITIONS_KEY
@@ -55,10 +57,33 @@ def check_transformed(batch: Any, transform: Callable, rows: int) -> Batch:
 
 def _in_slot(array: np.ndarray, slots: dict) -> np.ndarray:
     """`array` copied into a worker's shared-memory slot, recorded in `slots`."""
-    out, ref = shared_batch.worker_pool().array(array.shape, array.dtype)
+    out = _new_array(array.shape, array.dtype, slots)
     out[...] = array
+    return out
+
+
+def _new_array(shape: tuple[int, ...], dtype: Any, slots: dict | None) -> np.ndarray:
+    """An uninitialised array: in a worker (`slots` given) in one of its reused
+    shared-memory slots, recorded in `slots`."""
+    if slots is None:
+        return np.empty(shape, dtype)
+    out, ref = shared_batch.worker_pool().array(shape, dtype)
     slots[id(out)] = (out, ref)
     return out
+
+
+@dataclasses.dataclass
+class DeviceShare:
+    """Hybrid decoding: the batch rows (this host's, in batch order) the devices decode,
+    and each camera's compressed frames of those rows. Travels beside the batch under
+    DEVICE_SHARE_KEY; `jaxload.pipeline.stages.ToGlobalArrays` takes it out."""
+
+    rows: np.ndarray
+    encoded: dict[str, EncodedFrames]
+
+
+# The batch key of a hybrid batch's DeviceShare (never a feature's name).
+DEVICE_SHARE_KEY = "__jaxload_device_share__"
 
 
 def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
@@ -80,11 +105,12 @@ class ReadBatch(grain.transforms.Map):
     `jaxload.storage.prefetch.Lookahead` plans and fetches ahead of each batch.
     """
 
-    def __init__(self, spec: LoaderSpec, start: int):
+    def __init__(self, spec: LoaderSpec, start: int, split: DecodeSplit | None = None):
         self.spec, self.start = spec, int(start)
         self.lookahead = (
             Lookahead(spec, step=max(1, spec.options.num_workers)) if spec.remote_stores else None
         )
+        self.split = split  # hybrid decoding: the readers' share of each device's rows
         self.output_to_shared_memory = False
 
     def positions(self, k: int) -> np.ndarray:
@@ -149,8 +175,13 @@ class ReadBatch(grain.transforms.Map):
             frames.setdefault(cam, []).append((where, part))
         decoded = {cam: self._assemble(cam, parts, n, slots) for cam, parts in frames.items()}
         batch = spec.schema.collate(samples, dataset_ids, exclude=placement.encoded, arrays=decoded)
-        for cam in placement.encoded:
-            batch[cam] = merge_encoded(videos[cam], n)
+        encoded = {cam: merge_encoded(videos[cam], n) for cam in placement.encoded}
+        share = None
+        if self.split is None:
+            batch.update(encoded)
+        elif encoded:  # hybrid: this share of each device's rows is decoded here
+            batch_arrays, share = self._split_decode(encoded, n, slots)
+            batch.update(batch_arrays)
         in_readers = placement.transforms_in_readers
         if in_readers is not None:
             batch = in_readers.apply(batch, self.positions(k), spec.seed)
@@ -160,9 +191,30 @@ class ReadBatch(grain.transforms.Map):
         for transform in spec.batch_transforms:
             batch = check_transformed(transform(batch), transform, n)
         batch = spec.keys.select(batch)
+        if share is not None:
+            share.encoded = {cam: v for cam, v in share.encoded.items() if cam in batch}
+            batch[DEVICE_SHARE_KEY] = share
         if placement.transforms_on_devices is not None:  # the devices need the positions
             batch[POSITIONS_KEY] = self.positions(k)
         return batch
+
+    def _split_decode(
+        self, encoded: dict[str, EncodedFrames], n: int, slots: dict | None
+    ) -> tuple[dict[str, np.ndarray], DeviceShare]:
+        """Hybrid: each camera's (n, ...) array with the readers' rows decoded (the split's
+        share of each device's rows; the others are left unwritten), and the compressed
+        frames of the other rows, for the devices."""
+        cpu = self.split.cpu_rows(self.split.share)
+        rest = np.setdiff1d(np.arange(n), cpu)
+        arrays = {}
+        decoded = decode_grouped([v.select(cpu) for v in encoded.values()]) if len(cpu) else []
+        for i, cam in enumerate(encoded):
+            field = self.spec.schema.fields[cam]
+            out = _new_array((n, *field.shape), field.dtype, slots)
+            if len(cpu):
+                out[cpu] = decoded[i].reshape(len(cpu), *field.shape)
+            arrays[cam] = out
+        return arrays, DeviceShare(rest, {cam: v.select(rest) for cam, v in encoded.items()})
 
     def _assemble(
         self,
@@ -180,11 +232,7 @@ class ReadBatch(grain.transforms.Map):
         one_dataset = len(parts) == 1 and len(parts[0][0]) == n  # every row, in order
         if slots is None and one_dataset:
             return parts[0][1].reshape(n, *field.shape)  # torchcodec's output as is
-        if slots is None:
-            out = np.empty((n, *field.shape), field.dtype)
-        else:
-            out, ref = shared_batch.worker_pool().array((n, *field.shape), field.dtype)
-            slots[id(out)] = (out, ref)
+        out = _new_array((n, *field.shape), field.dtype, slots)
         covered = np.zeros(n, bool)
         for where, part in parts:
             out[where] = part.reshape(len(where), *field.shape)

@@ -39,9 +39,13 @@ class Placement:
 
     Attributes:
         decode_device: "cpu" (in the readers), "cuda" or "device" (in the training
-            process, each device decoding the rows it holds); "auto" is resolved already.
+            process, each device decoding the rows it holds), or "hybrid" (the readers
+            decode a share of each device's rows, measured as it runs:
+            `jaxload.pipeline.decode_split`); "auto" is resolved already.
         encoded: batch keys of the cameras that travel compressed from the readers and are
             decoded in the training process; () when the readers decode everything.
+        streams: (codec, height, width) of the encoded cameras' video streams (sizes the
+            NVDEC decoder cache, `jaxload.decode.nvdec`).
         image_transforms: the image transforms bound to the batch's cameras, or None.
         image_transforms_on: "cpu" (in the readers) or "device" (jitted over the global
             batch after decode).
@@ -51,6 +55,7 @@ class Placement:
     encoded: tuple[str, ...] = ()
     image_transforms: ImageTransforms | None = None
     image_transforms_on: str = "cpu"
+    streams: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def transforms_in_readers(self) -> ImageTransforms | None:
