@@ -9,16 +9,18 @@ by one side or the other, so the batch holds the same frames as with either side
 levels of the CPU's).
 
 The share lives in a shared-memory cell that the training process writes and the
-readers' processes map (`DecodeSplit`); `SplitBalance` moves it: when the prefetch thread
-waited longer for the readers than the devices took to decode, the readers get fewer rows,
-and the other way round, in steps that halve at each change of direction (a bisection of
+readers' processes map (`DecodeSplit`); `SplitBalance` moves it: while the prefetch thread
+still waits for the readers, they get fewer rows; while it never waits and the devices
+decode, they get more; in steps that halve at each change of direction (a bisection of
 [0, 1] that keeps following as the load moves).
 
     split = DecodeSplit(device_blocks=[np.arange(0, 4), np.arange(4, 8)], share=0.5)
     split.cpu_rows(split.share)              # readers: array([0, 1, 4, 5])
     balance = SplitBalance(split)
     balance.readers_waited(0.030)            # the prefetch thread waited this for a batch
-    balance.devices_decoded(0.010)           # the devices took this: the readers get fewer rows
+    balance.devices_decoded(0.010, 0.5)      # the devices took this for a batch read at 0.5
+                                             # (every WINDOW batches, the share moves: here
+                                             # the readers get fewer rows)
 """
 
 from __future__ import annotations
@@ -37,10 +39,13 @@ from jaxload.pipeline.shared_batch import SHM_DIR, segment_prefix
 
 log = logging.getLogger("jaxload.pipeline.decode_split")
 
-# The readers' share when a loader starts; the steps start at FIRST_STEP and halve at each
-# change of direction, down to MIN_STEP; a side is "slower" when it took MARGIN longer.
+# The readers' share when a loader starts; the steps (SplitBalance) start at FIRST_STEP,
+# halve at each change of direction down to MIN_STEP, double after STEADY moves one way.
 INITIAL_SHARE = 0.5
-FIRST_STEP, MIN_STEP, MARGIN = 0.25, 1 / 64, 0.10
+FIRST_STEP, MIN_STEP, STEADY = 0.25, 1 / 64, 3
+# Batches averaged per move; the readers are "behind" when the prefetch thread waited for
+# them more than MARGIN of the devices' decode time (and more than MIN_WAIT_S).
+WINDOW, MARGIN, MIN_WAIT_S = 4, 0.10, 0.0005
 
 
 class DecodeSplit:
@@ -102,35 +107,62 @@ class DecodeSplit:
 
 
 class SplitBalance:
-    """Moves the split toward where the readers and the devices take as long per batch."""
+    """Moves the split toward where neither side waits for the other.
+
+    The prefetch thread alternates between waiting for the readers' next batch and
+    decoding the devices' rows of it; the readers work meanwhile, ahead into their
+    buffers. Averaged over WINDOW batches: when the prefetch thread still waits for the
+    readers (more than MARGIN of the devices' decode time), the readers are the slower
+    side and get fewer rows; when it never waits while the devices decode, the readers
+    have time to spare and get more. The steps halve at each change of direction (down to
+    MIN_STEP) and double again after STEADY moves the same way, so the split settles and
+    still follows a load that moves.
+    """
 
     def __init__(self, split: DecodeSplit):
         self.split = split
         self.step = FIRST_STEP
         self._direction = 0  # +1: the readers took more rows last time, -1: fewer
+        self._same = 0  # moves in a row in that direction
         self._said = -1.0
         self._waited = 0.0  # the prefetch thread's wait for the readers' last batch
+        self._window: list[tuple[float, float]] = []
 
     def readers_waited(self, seconds: float) -> None:
         """The prefetch thread waited `seconds` for the readers' batch (it decodes next)."""
         self._waited = seconds
 
-    def devices_decoded(self, seconds: float) -> float:
-        """The devices decoded that batch in `seconds`: the split moves (`update`)."""
-        return self.update(self._waited, seconds)
+    def devices_decoded(self, seconds: float, read_at: float) -> float:
+        """The devices decoded that batch, which the readers read at share `read_at`, in
+        `seconds`; every WINDOW batches read at the current share, the split moves
+        (`update`; batches the readers read ahead before a move say nothing of it).
+        Returns the share."""
+        if read_at != self.split.share:
+            return self.split.share
+        self._window.append((self._waited, seconds))
+        if len(self._window) < WINDOW:
+            return self.split.share
+        waits, decodes = zip(*self._window, strict=True)
+        self._window.clear()
+        return self.update(sum(waits) / len(waits), sum(decodes) / len(decodes))
 
     def update(self, reader_wait_s: float, device_decode_s: float) -> float:
-        """After a batch: the prefetch thread waited `reader_wait_s` for the readers and
-        the devices decoded for `device_decode_s`; returns the new share."""
+        """With the prefetch thread waiting `reader_wait_s` per batch for the readers and
+        the devices decoding for `device_decode_s`: the new share."""
         share = self.split.share
-        if reader_wait_s > (1 + MARGIN) * device_decode_s and share > 0:
+        slack = max(MIN_WAIT_S, MARGIN * device_decode_s)
+        if reader_wait_s > slack and share > 0:
             direction = -1  # the readers are the slower side: give the devices more rows
-        elif device_decode_s > (1 + MARGIN) * reader_wait_s and share < 1:
-            direction = 1
+        elif reader_wait_s <= slack and device_decode_s > MIN_WAIT_S and share < 1:
+            direction = 1  # the readers keep ahead while the devices work: give them more
         else:
             return share
         if self._direction and direction != self._direction:
-            self.step = max(MIN_STEP, self.step / 2)
+            self.step, self._same = max(MIN_STEP, self.step / 2), 0
+        else:
+            self._same += 1
+            if self._same >= STEADY:
+                self.step, self._same = min(FIRST_STEP, 2 * self.step), 0
         self._direction = direction
         share = min(1.0, max(0.0, share + direction * self.step))
         self.split.share = share

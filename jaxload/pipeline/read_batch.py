@@ -80,6 +80,7 @@ class DeviceShare:
 
     rows: np.ndarray
     encoded: dict[str, EncodedFrames]
+    share: float  # the split's share the readers decoded this batch at
 
 
 # The batch key of a hybrid batch's DeviceShare (never a feature's name).
@@ -204,7 +205,8 @@ class ReadBatch(grain.transforms.Map):
         """Hybrid: each camera's (n, ...) array with the readers' rows decoded (the split's
         share of each device's rows; the others are left unwritten), and the compressed
         frames of the other rows, for the devices."""
-        cpu = self.split.cpu_rows(self.split.share)
+        share = self.split.share
+        cpu = self.split.cpu_rows(share)
         rest = np.setdiff1d(np.arange(n), cpu)
         arrays = {}
         decoded = decode_grouped([v.select(cpu) for v in encoded.values()]) if len(cpu) else []
@@ -214,7 +216,7 @@ class ReadBatch(grain.transforms.Map):
             if len(cpu):
                 out[cpu] = decoded[i].reshape(len(cpu), *field.shape)
             arrays[cam] = out
-        return arrays, DeviceShare(rest, {cam: v.select(rest) for cam, v in encoded.items()})
+        return arrays, DeviceShare(rest, {cam: v.select(rest) for cam, v in encoded.items()}, share)
 
     def _assemble(
         self,

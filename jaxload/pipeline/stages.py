@@ -149,8 +149,8 @@ class ToGlobalArrays(grain.transforms.Map):
             out = self.decoder.decode_to_global(
                 cameras, shapes, self._sharding, self.rows, self.global_batch_size
             )
-        if self.balance is not None:
-            self.balance.devices_decoded(time.monotonic() - began)
+        if self.balance is not None and share is not None:
+            self.balance.devices_decoded(time.monotonic() - began, share.share)
         for key, value in batch.items():
             if key in cameras:
                 continue

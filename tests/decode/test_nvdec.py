@@ -247,6 +247,7 @@ def test_a_stuck_device_decode_raises_naming_the_device_and_cameras(dataset):
     assert isinstance(caught.value, jaxload.errors.WorkerTimeoutError)  # the loader restarts
 
 
+@pytest.mark.integration  # waits out a timeout
 def test_a_loader_whose_device_decode_hangs_raises_and_resumes_at_the_same_batch(dataset):
     """What left the loader waiting for ever when a device decode hung (the 96x128 stall
     on an H200 was never diagnosed): now a DecodeTimeoutError after worker_timeout_s,
@@ -277,3 +278,53 @@ def test_a_loader_whose_device_decode_hangs_raises_and_resumes_at_the_same_batch
     for a, b in zip(got, want, strict=True):
         for key in b:
             np.testing.assert_array_equal(np.asarray(a[key]), np.asarray(b[key]), err_msg=key)
+
+
+class SlowOnOneSide(TorchcodecBackend):
+    """Decodes slowed down on one side: the devices' decode threads ("jaxload-decode") or
+    the readers (every other thread). Stands in for a slow NVDEC or a slow CPU."""
+
+    def __init__(self, slow: str, delay: float = 0.2):
+        self.slow, self.delay = slow, delay
+
+    def open(self, mp4, device):
+        on_devices = threading.current_thread().name.startswith("jaxload-decode")
+        if on_devices == (self.slow == "devices"):
+            time.sleep(self.delay)
+        return super().open(mp4, device)
+
+
+@pytest.mark.integration  # ~40 batches with a slowed side: seconds
+@pytest.mark.parametrize("slow, settles", [("devices", 1.0), ("readers", 0.0)])
+def test_the_hybrid_split_moves_the_decodes_to_the_faster_side_and_says_so(
+    dataset, slow, settles, caplog
+):
+    """What decode_device="auto" relies on where NVDEC can decode (it resolves to
+    "hybrid"): the split finds the faster side by measuring; the batches stay the same."""
+    import logging
+
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
+    kw = dict(global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS)
+    reference = jaxload.make_loader(dataset, options=jaxload.PipelineOptions(num_workers=0), **kw)
+    wanted = [next(reference) for _ in range(40)]  # before the slow backend: it is process-wide
+    reference.close()
+    options = jaxload.PipelineOptions(num_workers=0, prefetch=1, decode_threads=1)
+    loader = jaxload.make_loader(dataset, decode_device="hybrid", options=options, **kw)
+    log = caplog.at_level(logging.INFO, logger="jaxload.pipeline.decode_split")
+    with log, backend.use(SlowOnOneSide(slow)):
+        shares = []
+        for want in wanted:
+            got = next(loader)
+            shares.append(loader.decode_share)
+            for key in want:
+                np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(want[key]))
+    # Over the last 20 batches, about one row of the 8 on the slower side at most: the
+    # split probes back now and then (each probe smaller than the last).
+    assert abs(np.mean(shares[20:]) - settles) <= 1 / 8, shares
+    assert "readers (CPU) now decode" in caplog.text
+    assert "decode=hybrid x1 (readers " in repr(loader)
+    loader.close()
