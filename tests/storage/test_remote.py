@@ -162,6 +162,27 @@ def test_wrong_byte_range_is_an_error_not_data(converted):
     assert fmt.unseal_record(payload, info.record_seed, 0, 3) is None
 
 
+def test_a_chunk_that_declares_gigabytes_is_refused_before_it_is_inflated(converted):
+    """A record that is a zstd bomb (a few bytes declaring 3 GiB) was inflated to its
+    declared size, once per fetch thread, before its checksum could fail. What it declares
+    is now checked against its stored size first (`chunks.max_decoded_size`), and zstd is
+    never asked for more."""
+    import tracemalloc
+
+    data = (converted / fmt.shard_path(0)).read_bytes()
+    offsets = record_offsets(data, fmt.read_info(converted).shard_records[0])
+    begin = int(offsets[0])
+    first = bytearray(data[begin : int(offsets[1])])  # a record's chunk (before a block header)
+    first[32:40] = (3 << 30).to_bytes(8, "little")  # the chunk's decoded size: 3 GiB
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptRecordError, match=r"declares 3221225472 bytes"):
+            decode_chunk(bytes(first), begin)
+        assert tracemalloc.get_traced_memory()[1] < 64 << 20
+    finally:
+        tracemalloc.stop()
+
+
 def test_remote_samples_are_bitwise_equal_to_local(converted, clean):
     local = jaxload.open(converted, delta_timestamps=WINDOWS)
     remote = _remote(clean)
