@@ -25,7 +25,7 @@ from jaxload.format.reader import DatasetFiles
 from jaxload.format.shards import read_requests, unique_pairs
 from jaxload.format.storage import RecordReader
 from jaxload.metadata import DatasetMetadata, EpisodeTable, shape_dtype_structs
-from jaxload.storage.urls import warn_if_unused
+from jaxload.storage.urls import redact, warn_if_unused
 from jaxload.windows import resolve_delta_timestamps, window_frames
 
 Sample = dict[str, Any]
@@ -73,7 +73,7 @@ class JaxloadDataset:
     ):
         from jaxload.storage.object_store import RemoteRecords, open_storage
 
-        self.path = str(path)
+        self.path = redact(path)  # as messages and the loader state name it
         # Where its files live: a local directory, or an object store (a URL).
         self.storage = open_storage(path, storage_options=storage_options, remote=remote)
         files = DatasetFiles(self.storage)

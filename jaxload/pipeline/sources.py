@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jaxload.errors import WindowError
-from jaxload.storage.urls import warn_if_unused
+from jaxload.storage.urls import redact, warn_if_unused
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,7 @@ class DatasetSource:
         delta_timestamps: LeRobot-style windows for this dataset (keys it has).
         key_map: renames this dataset's keys in the batch (`{key}_is_pad` follows).
         storage_options: fsspec options (endpoint, credentials) when `path` is a URL
-            (s3://, gs://, hf://, https://).
+            (s3://, gs://, hf://, https://); never in the repr (they hold credentials).
     """
 
     path: Any
@@ -45,7 +45,7 @@ class DatasetSource:
     episodes: Iterable[int] | None = None
     delta_timestamps: Mapping[str, Sequence[float]] | None = None
     key_map: Mapping[str, str] | None = None
-    storage_options: Mapping[str, Any] | None = None
+    storage_options: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if is_dataset(self.path) and (self.episodes is not None or self.delta_timestamps):
@@ -61,12 +61,19 @@ class DatasetSource:
                     "for every episode"
                 )
 
+    def __repr__(self) -> str:
+        # The path without a URL's credentials; storage_options never (they hold them).
+        fields = [f.name for f in dataclasses.fields(self) if f.repr and f.name != "path"]
+        shown = ", ".join(f"{f}={getattr(self, f)!r}" for f in fields)
+        path = self.path if is_dataset(self.path) else redact(self.path)
+        return f"DatasetSource(path={path!r}, {shown})"
+
     @property
     def name(self) -> str:
         """The path, or an opened dataset's path (its type name when it has none)."""
         if is_dataset(self.path):
             return str(getattr(self.path, "path", type(self.path).__name__))
-        return str(self.path)
+        return redact(self.path)  # a URL's credentials never in a message
 
 
 def is_dataset(obj: Any) -> bool:

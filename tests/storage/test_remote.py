@@ -998,3 +998,47 @@ def test_remote_options_given_for_a_local_read_are_said_to_be_ignored(converted,
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and all("local read ignores them" in m for m in said)
     assert "storage_options" in said[0] and "remote" in said[1] and str(converted) in said[1]
+
+
+def test_no_secret_reaches_a_message_of_a_failing_remote_run(clean, caplog):
+    """Credentials in storage_options and in a URL's userinfo are never printed: not in a
+    repr, an exception's message or a log line, whatever fails (a store answering 500s, a
+    host that refuses). Before: `repr(DatasetSource(...))` printed key and secret, and a
+    URL's password appeared in exceptions and four log lines."""
+    secret, password = "PLANTED-SECRET-4c1d9", "PLANTED-PW-77e2a"
+    options = clean.storage_options() | {"secret": secret}
+    runs = [
+        ("s3://bucket/ds", options),  # every request answered 500
+        (f"http://reader:{password}@127.0.0.1:9/ds", None),  # nobody listens there
+    ]
+    messages = []
+    clean.set(fail={"match": "/ds/", "status": 500, "count": 10**6})
+    try:
+        with caplog.at_level(logging.DEBUG):
+            for url, storage_options in runs:
+                source = jaxload.DatasetSource(url, storage_options=storage_options)
+                messages += [repr(source), source.name]
+                for attempt in (jaxload.open, _loader_of):
+                    try:
+                        attempt(url, storage_options)
+                    except Exception as e:  # what a user sees, the whole chain's text
+                        while e is not None:
+                            messages += [str(e), repr(e)]
+                            e = e.__cause__ or e.__context__
+    finally:
+        clean.set(fail=None)
+    # jaxload's own log lines (fsspec's DEBUG lines print the URLs it is given)
+    messages += [r.getMessage() for r in caplog.records if r.name.startswith("jaxload")]
+    leaked = [m for m in messages if secret in m or password in m]
+    assert leaked == [], leaked[:3]
+    assert any("reader" not in m and "***@127.0.0.1" in m for m in messages)
+
+
+def _loader_of(url, storage_options):
+    return jaxload.make_loader(
+        url,
+        global_batch_size=2,
+        storage_options=storage_options,
+        remote=RemoteOptions(retry=FAST_RETRY),
+        options=jaxload.PipelineOptions(num_workers=0),
+    )
