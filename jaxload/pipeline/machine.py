@@ -164,6 +164,11 @@ def _cores() -> int:
     return cores
 
 
+def probe_memory() -> tuple[int, int]:
+    """(total, available) bytes of memory for this process (the cgroup's limit counts)."""
+    return _memory()
+
+
 def _memory() -> tuple[int, int]:
     try:
         import psutil

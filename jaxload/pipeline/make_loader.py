@@ -15,7 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jaxload.pipeline import workers
-from jaxload.pipeline.arguments import check_arguments, check_yields_a_batch, source_weights
+from jaxload.pipeline.arguments import (
+    check_arguments,
+    check_fits_in_memory,
+    check_yields_a_batch,
+    source_weights,
+)
 from jaxload.pipeline.batch_keys import key_selection
 from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.decode_device import (
@@ -263,8 +268,6 @@ def make_loader(
     transforms, transforms_on = resolve_image_transforms(
         image_transforms, image_transforms_on, datasets, key_maps, schema, encoded, sharding
     )
-    if options.num_workers > 0:
-        workers.ensure_absl_flags_parsed()
     spec = LoaderSpec(
         names=tuple(s.name for s in sources),
         datasets=tuple(datasets),
@@ -291,6 +294,9 @@ def make_loader(
         options=options,
         remote_stores=remote_stores,
     )
+    check_fits_in_memory(spec)
+    if options.num_workers > 0:
+        workers.ensure_absl_flags_parsed()
     return Loader(spec)
 
 
