@@ -89,14 +89,40 @@ class LoaderState:
         if missing:
             raise CheckpointError(f"loader state lacks {sorted(missing)}")
         kw = {k: d[k] for k in names if k in d}
+        for name in _COUNTS:  # a position of 24.7, True or -3 names no batch
+            value = kw[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < _COUNTS[name]:
+                raise CheckpointError(
+                    f"loader state {name}={value!r}: not an integer >= {_COUNTS[name]}; the "
+                    "state is damaged"
+                )
         kw["dataset_fingerprints"] = tuple(kw["dataset_fingerprints"])
         kw["mixture_quota"] = tuple(kw["mixture_quota"])
         kw["sources"] = tuple(kw.get("sources", ()))
         return cls(**kw)
 
     @classmethod
-    def from_json(cls, text: str) -> LoaderState:
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str, where: str = "loader state") -> LoaderState:
+        """The state in `text`; a CheckpointError naming `where` when it is not JSON (a
+        file cut short by a crash, say)."""
+        try:
+            raw = json.loads(text)
+        except ValueError as e:
+            raise CheckpointError(f"{where}: not valid JSON ({e}); the file is damaged") from e
+        return cls.from_dict(raw)
+
+
+# The integer fields of a state and the smallest value each may take.
+_COUNTS = {
+    "position": 0,
+    "epoch": 0,
+    "seed": 0,
+    "global_batch_size": 1,
+    "host_count": 1,
+    "drop_n_first_frames": 0,
+    "drop_n_last_frames": 0,
+    "epoch_size": 1,
+}
 
 
 def _describe(state: LoaderState) -> str:

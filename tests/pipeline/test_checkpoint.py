@@ -151,3 +151,26 @@ def test_batch_size_change_needs_an_explicit_opt_in(tmp_path):
     assert bigger.position == 12
     ones = _take(_loader(global_batch_size=1), 16)
     assert next(bigger)["index"].tolist() == [int(b["index"][0]) for b in ones[12:16]]
+
+
+@pytest.mark.processes  # Orbax's checkpoint manager
+def test_a_damaged_loader_state_is_a_checkpoint_error_naming_the_file(tmp_path):
+    """A loader_state.json cut short (a crash mid-write on a file system without atomic
+    rename) was a raw JSONDecodeError; a position of 24.7 or True was accepted."""
+    import json
+
+    loader = _loader(global_batch_size=6)
+    _take(loader, 2)
+    _save(tmp_path / "ckpt", 2, loader)
+    path = tmp_path / "ckpt" / "2" / "loader" / STATE_FILE
+    saved = path.read_text()
+    path.write_text(saved[: len(saved) // 2])
+    with pytest.raises(CheckpointError, match=rf"{STATE_FILE}: not valid JSON"):
+        _restore(tmp_path / "ckpt", loader)
+    for position in (24.7, True, -6, "12"):
+        path.write_text(json.dumps(json.loads(saved) | {"position": position}))
+        with pytest.raises(CheckpointError, match=rf"position={position!r}: not an integer"):
+            _restore(tmp_path / "ckpt", loader)
+    with pytest.raises(CheckpointError, match="global_batch_size=0"):
+        loader.set_state(loader.get_state() | {"global_batch_size": 0})
+    assert loader.position == 12  # untouched by the refusals
