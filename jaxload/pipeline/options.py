@@ -90,8 +90,10 @@ class PipelineOptions:
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            if not integral or value < low:
                 raise ValueError(f"{name} must be an integer >= {low} (or None), got {value!r}")
+            object.__setattr__(self, name, int(value))  # numpy's integers too, as `seed`
         timeout = self.worker_timeout_s
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
             raise ValueError(f"worker_timeout_s must be a number of seconds > 0, got {timeout!r}")

@@ -220,8 +220,19 @@ def _episodes_per_dataset(episodes: Any, n: int) -> list:
     """
     if episodes is None:
         return [None] * n
+    if isinstance(episodes, str | bytes) or not isinstance(episodes, Iterable):
+        raise ValueError(
+            f"episodes: a list of episode indices (or one list per dataset), not {episodes!r}; "
+            "one episode is episodes=[5]"
+        )
     entries = list(episodes)
     integral = [isinstance(e, numbers.Integral) for e in entries]
+    fraction = next(
+        (e for e in entries if isinstance(e, numbers.Real) and not isinstance(e, numbers.Integral)),
+        None,
+    )
+    if fraction is not None:
+        raise ValueError(f"episodes: episode indices must be integers, got {fraction!r}")
     if all(integral):
         return [entries] * n
     if any(integral):

@@ -185,3 +185,22 @@ def test_batches_that_cannot_fit_in_memory_are_refused_with_the_estimate():
     with pytest.raises(ValueError, match=r"global_batch_size=1000000: .* GiB available"):
         check_fits_in_memory(huge, available=8 * row * in_flight)
     loader.close()
+
+
+def test_numpy_integers_are_integers_everywhere_and_episodes_are_lists():
+    """num_workers=np.int64(0) was refused while seed took numpy integers; episodes=5 and
+    episodes=[0.5] were raw TypeErrors."""
+    from tests.support.fake_dataset import FakeDataset
+
+    options = PipelineOptions(num_workers=np.int64(0), prefetch=np.int32(2))
+    assert type(options.num_workers) is int and options.prefetch == 2
+    kw = dict(global_batch_size=2, host_index=0, host_count=1, options=options)
+    loader = make_loader(FakeDataset([5, 7]), seed=np.uint64(3), **kw)
+    assert next(loader)["index"].shape == (2,)
+    for bad, said in (
+        (5, r"episodes: a list of episode indices .* not 5; one episode is episodes=\[5\]"),
+        ([0.5], r"episodes: episode indices must be integers, got 0\.5"),
+        ([[0, 0.5]], r"episodes\[0\]: episode indices must be integers, got 0\.5"),
+    ):
+        with pytest.raises(ValueError, match=said):
+            make_loader(FakeDataset([5, 7]), episodes=bad, **kw)
