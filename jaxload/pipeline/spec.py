@@ -29,7 +29,7 @@ from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.image_transforms import transformed_spec
 from jaxload.pipeline.options import PipelineOptions
 from jaxload.sampling.stream import SampleStream
-from jaxload.state import LoaderState, stream_fingerprint
+from jaxload.state import LoaderState, dataset_view, stream_fingerprint
 from jaxload.transforms.compose import ImageTransforms
 
 
@@ -165,6 +165,7 @@ class LoaderSpec:
             mixture_quota=tuple(int(q) for q in mixture.quota) if mixture is not None else (),
             epoch_size=self.stream.epoch_size,
             sources=self.names,
+            views=tuple(dataset_view(d) for d in self.datasets),
         )
 
     def for_readers(self) -> LoaderSpec:
