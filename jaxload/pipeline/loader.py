@@ -23,7 +23,8 @@ import grain
 
 from jaxload.errors import RemoteError, WorkerDiedError, WorkerTimeoutError
 from jaxload.pipeline import main_guard, workers
-from jaxload.pipeline.read_batch import Batch, ReadBatch
+from jaxload.pipeline.batch_keys import Batch, MissingKeys, register_batch_pytree
+from jaxload.pipeline.read_batch import ReadBatch
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
 from jaxload.state import LoaderState, check_compatible
@@ -49,6 +50,10 @@ class Loader:
         self._delivered = 0  # batches handed out since _start
         self._iterator: Any = None
         self._workers: workers.WorkerRegistry | None = None  # the running pipeline's
+        register_batch_pytree()
+        self._missing = MissingKeys(
+            spec.keys, tuple(spec.schema.strings), tuple(spec.schema.fields)
+        )
 
     # -- what it reads and how (the spec's, for convenience) ---------------------------------
 
@@ -115,7 +120,9 @@ class Loader:
         self._delivered += 1
         for store in self.spec.remote_stores.values():  # workers' reads in one line, here
             store.log_progress()
-        return batch
+        out = Batch(batch)
+        out.missing = self._missing  # a missing key's KeyError says why
+        return out
 
     def _worker_failure(self) -> Exception | None:
         """The error behind a failed next() when a worker process ended under it: an
