@@ -74,6 +74,21 @@ class Loader:
     def global_batch_size(self) -> int:
         return self.spec.global_batch_size
 
+    def mixture_table(self) -> str:
+        """The datasets as a table: episodes, frames, weight, exact share of a batch, and
+        epochs of each per million samples (make_loader logs it at INFO for a mixture)."""
+        from jaxload.pipeline.arguments import dataset_sizes
+        from jaxload.sampling.weights import weights_table
+
+        spec = self.spec
+        sizes = dataset_sizes(spec.datasets, spec.drop_n_first_frames, spec.drop_n_last_frames)
+        mixture = spec.stream.mixture
+        weights = [1.0] if mixture is None else mixture.weights
+        shares = [1.0] if mixture is None else mixture.shares
+        return weights_table(
+            spec.names, sizes["frames"], sizes["episodes"], sizes["anchors"], weights, shares
+        )
+
     # -- iteration ---------------------------------------------------------------------------
 
     def __iter__(self) -> Loader:

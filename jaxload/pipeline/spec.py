@@ -87,6 +87,9 @@ class LoaderSpec:
         options: the resolved pipeline options (every knob set).
         remote_stores: dataset number -> its `jaxload.storage.remote.RemoteStore`, for the
             datasets read from object storage.
+        source_transforms: per dataset, its own image transforms (`DatasetSource`'s, bound
+            to its cameras' batch keys), run in the readers before the loader's; () or None
+            entries where there are none (jaxload.pipeline.image_transforms).
     """
 
     names: tuple[str, ...]
@@ -107,6 +110,7 @@ class LoaderSpec:
     batch_transforms: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...]
     options: PipelineOptions
     remote_stores: Mapping[int, Any] = dataclasses.field(default_factory=dict)
+    source_transforms: tuple[ImageTransforms | None, ...] = ()
 
     # -- derived ----------------------------------------------------------------------------
 
@@ -134,8 +138,9 @@ class LoaderSpec:
     def element_spec(self) -> dict[str, Any]:
         """A `jax.ShapeDtypeStruct` per array key of a batch: the global shape with
         `sharding` (dtypes as the jax.Arrays have them: int64 is int32 unless
-        `jax_enable_x64`), this host's numpy rows without; after the image transforms,
-        before any `batch_transform`; only the keys a batch holds."""
+        `jax_enable_x64`), this host's numpy rows without; after the image transforms (the
+        readers' are in the schema already), before any `batch_transform`; only the keys a
+        batch holds."""
         rows = self.global_batch_size if self.sharding is not None else len(self.rows)
         fields = self.schema.element_spec
         if self.keys.keys is None:
@@ -143,7 +148,7 @@ class LoaderSpec:
         else:
             names = [k for k in self.keys.keys if k in fields]
         spec = {k: ((rows, *fields[k][0]), fields[k][1]) for k in names}
-        spec = transformed_spec(spec, self.placement.image_transforms)
+        spec = transformed_spec(spec, self.placement.transforms_on_devices)
         if self.sharding is not None:
             spec = {k: (shape, _as_jax_dtype(dtype)) for k, (shape, dtype) in spec.items()}
         return shape_dtype_structs(spec)
