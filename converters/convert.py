@@ -113,6 +113,8 @@ def convert(
     work_dir: str | os.PathLike | None = None,
     keep_local: bool = False,
     storage_options: dict[str, Any] | None = None,
+    resize: str | tuple[int, int] | None = None,
+    max_size: int | None = None,
 ) -> ConvertReport:
     """Converts the LeRobot dataset at `src` (v3.0 or v2.1; a directory, an fsspec URL
     or a hub id) into a jaxload dataset at `out`.
@@ -128,6 +130,10 @@ def convert(
     downloaded (default: inside the partial directory, deleted as soon as no unit needs
     them). `restart`: discard an interrupted conversion into `out` with other arguments.
     `hub_client` / `filesystem` replace huggingface_hub / the URL's fsspec filesystem.
+    `resize` ("HxW" or (height, width)) stores every camera at that size; `max_size` bounds
+    the longer side instead, keeping the aspect ratio (never enlarging): swscale's area
+    average, bit-exact, before encoding; fidelity is measured against the resized source and
+    info.json records the flag and each camera's source size.
 
     `out` may be a URL (s3://, gs://, hf://): the dataset is converted into a local staging
     directory under `work_dir` (default ~/.cache/jaxload/convert), then uploaded with
@@ -146,7 +152,7 @@ def convert(
     check_out(out)
     with storage_errors(str(out)):
         started = time.perf_counter()
-        options = encode_options(video_codec, gop, crf, tune, min_psnr)
+        options = encode_options(video_codec, gop, crf, tune, min_psnr, resize, max_size)
         check_numbers(workers, shard_bytes)
         if engine not in ("local", "ray"):
             raise JaxloadError(f"--engine {engine!r}: choose local or ray")
@@ -248,9 +254,7 @@ class _Job:
         settings = {
             "format_version": fmt.FORMAT_VERSION,
             "frames_per_block": fmt.FRAMES_PER_BLOCK,
-            "video": json.loads(
-                json.dumps(dataclasses.asdict(options))
-            ),  # as stored: tuples -> lists
+            "video": options.settings(),  # as stored: tuples -> lists
             "shard_bytes": shard_bytes,
             "repo_id": repo_id,
         }
@@ -456,6 +460,7 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
             "min_psnr": options.min_psnr,
             "image_min_psnr": options.image_min_psnr,
             "camera_crf": dict(options.camera_crf),
+            **_resize_record(source, options),
             "shard_bytes": job.shard_bytes,
             "fidelity_psnr_db": {
                 cam: {"min": _finite(lo), "mean": _finite(mean)}
@@ -465,9 +470,21 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
     )
 
 
+def _resize_record(source: LeRobotSource, options: video.EncodeOptions) -> dict[str, Any]:
+    """info.json's record of --resize/--max-size: the flag and each camera's source size
+    (nothing when neither was given)."""
+    if options.resize is None and options.max_size is None:
+        return {}
+    return {
+        "resize": None if options.resize is None else "{}x{}".format(*options.resize),
+        "max_size": options.max_size,
+        "camera_source_sizes": {cam: list(source.camera_size(cam)) for cam in source.camera_keys},
+    }
+
+
 def _camera(source: LeRobotSource, options: video.EncodeOptions, cam: str) -> Camera:
     """A camera's meta/info.json entry: how its records are encoded."""
-    height, width = source.camera_size(cam)
+    height, width = options.stored_size(*source.camera_size(cam))
     options = options.for_camera(cam, image=cam in source.image_keys)
     copied = options.codec == "copy"
     codec = source.source_codec(cam) if copied else options.stored_codec

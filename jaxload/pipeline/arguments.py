@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.pipeline.sources import DatasetSource
+from jaxload.sampling.weights import MixtureWeights
 
 # Seeds key SplitMix64 hashes: unsigned 64-bit integers.
 _SEED_LIMIT = 2**64
@@ -94,3 +95,37 @@ def check_fits_in_memory(spec: Any, available: int | None = None) -> None:
             f"{need / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB available "
             "here. Lower global_batch_size (or the windows, or PipelineOptions' buffers)"
         )
+
+
+def rule_weights(
+    rule: MixtureWeights,
+    sources: Sequence[DatasetSource],
+    datasets: Sequence[Any],
+    drop_n_first_frames: int,
+    drop_n_last_frames: int,
+) -> list[float]:
+    """A mixture's weights from a `MixtureWeights` rule and the datasets' sizes; each
+    source's `weight` multiplies its own (None: 1)."""
+    multipliers = []
+    for source in sources:
+        w = 1.0 if source.weight is None else source.weight
+        real = isinstance(w, numbers.Real) and not isinstance(w, bool)
+        if not real or not math.isfinite(w) or w < 0:
+            raise ValueError(f"{source.name}: weight must be a finite number >= 0, got {w!r}")
+        multipliers.append(float(w))
+    return rule.resolve(
+        dataset_sizes(datasets, drop_n_first_frames, drop_n_last_frames), multipliers
+    ).tolist()
+
+
+def dataset_sizes(
+    datasets: Sequence[Any], drop_n_first_frames: int = 0, drop_n_last_frames: int = 0
+) -> dict[str, list[int]]:
+    """Each dataset's frames, anchors (frames after the drops) and episodes."""
+    lengths = [np.asarray(d.episode_lengths, np.int64) for d in datasets]
+    drops = drop_n_first_frames + drop_n_last_frames
+    return {
+        "frames": [int(x.sum()) for x in lengths],
+        "anchors": [int(np.maximum(x - drops, 0).sum()) for x in lengths],
+        "episodes": [len(x) for x in lengths],
+    }

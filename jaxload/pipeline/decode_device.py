@@ -204,7 +204,7 @@ def resolve_decode_device(decode_device: str, datasets: Sequence[Any], sharding:
 def cameras_decoded_on_device(
     decode_device: str,
     datasets: Sequence[Any],
-    key_maps: Sequence[Mapping[str, str]],
+    key_maps: Sequence[Mapping[str, str | None]],
     sharding: Any,
 ) -> tuple[str, ...]:
     """Camera keys (batch names) the training process decodes; () when workers decode."""
@@ -219,7 +219,8 @@ def cameras_decoded_on_device(
     if decode_device == "cuda" and not on_gpus:
         raise ValueError("decode_device='cuda' needs GPU devices in `sharding`; use 'cpu'")
     per_dataset = [
-        {rename_key(c, m) for c in d.camera_keys} for d, m in zip(datasets, key_maps, strict=True)
+        {rename_key(c, m) for c in d.camera_keys} - {None}
+        for d, m in zip(datasets, key_maps, strict=True)
     ]
     if on_gpus:  # cameras NVDEC cannot decode stay with the workers
         cpu_only = {

@@ -23,9 +23,10 @@ import grain
 
 from jaxload.errors import RemoteError, WorkerDiedError, WorkerTimeoutError
 from jaxload.pipeline import main_guard, workers
+from jaxload.pipeline.batch_keys import Batch, MissingKeys, register_batch_pytree
 from jaxload.pipeline.decode_split import INITIAL_SHARE, DecodeSplit
 from jaxload.pipeline.hosts import device_blocks
-from jaxload.pipeline.read_batch import Batch, ReadBatch
+from jaxload.pipeline.read_batch import ReadBatch
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
 from jaxload.state import LoaderState, check_compatible
@@ -54,6 +55,10 @@ class Loader:
         self._to_global: ToGlobalArrays | None = None  # the running pipeline's
         self._split: DecodeSplit | None = None  # hybrid decoding: the running pipeline's
         self._share = INITIAL_SHARE  # the readers' share of the rows, kept across restarts
+        register_batch_pytree()
+        self._missing = MissingKeys(
+            spec.keys, tuple(spec.schema.strings), tuple(spec.schema.fields)
+        )
 
     # -- what it reads and how (the spec's, for convenience) ---------------------------------
 
@@ -73,6 +78,21 @@ class Loader:
     @property
     def global_batch_size(self) -> int:
         return self.spec.global_batch_size
+
+    def mixture_table(self) -> str:
+        """The datasets as a table: episodes, frames, weight, exact share of a batch, and
+        epochs of each per million samples (make_loader logs it at INFO for a mixture)."""
+        from jaxload.pipeline.arguments import dataset_sizes
+        from jaxload.sampling.weights import weights_table
+
+        spec = self.spec
+        sizes = dataset_sizes(spec.datasets, spec.drop_n_first_frames, spec.drop_n_last_frames)
+        mixture = spec.stream.mixture
+        weights = [1.0] if mixture is None else mixture.weights
+        shares = [1.0] if mixture is None else mixture.shares
+        return weights_table(
+            spec.names, sizes["frames"], sizes["episodes"], sizes["anchors"], weights, shares
+        )
 
     # -- iteration ---------------------------------------------------------------------------
 
@@ -124,7 +144,9 @@ class Loader:
         self._delivered += 1
         for store in self.spec.remote_stores.values():  # workers' reads in one line, here
             store.log_progress()
-        return batch
+        out = Batch(batch)
+        out.missing = self._missing  # a missing key's KeyError says why
+        return out
 
     def _worker_failure(self) -> Exception | None:
         """The error behind a failed next() when a worker process ended under it: an

@@ -23,6 +23,7 @@ from jaxload.errors import BatchTransformError
 from jaxload.pipeline import shared_batch
 from jaxload.pipeline.batch_schema import rename_key
 from jaxload.pipeline.decode_split import DecodeSplit
+from jaxload.pipeline.image_transforms import transform_rows
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.storage.prefetch import BatchReads, Lookahead
 from jaxload.transforms.on_device import POSITIONS_KEY
@@ -53,13 +54,6 @@ def check_transformed(batch: Any, transform: Callable, rows: int) -> Batch:
             what = f"shape {shape}" if isinstance(value, np.ndarray) else type(value).__name__
             raise BatchTransformError(f"batch_transform {name} returned {key!r} as {what}; {rule}")
     return dict(batch)
-
-
-def _in_slot(array: np.ndarray, slots: dict) -> np.ndarray:
-    """`array` copied into a worker's shared-memory slot, recorded in `slots`."""
-    out = _new_array(array.shape, array.dtype, slots)
-    out[...] = array
-    return out
 
 
 def _new_array(shape: tuple[int, ...], dtype: Any, slots: dict | None) -> np.ndarray:
@@ -148,9 +142,12 @@ class ReadBatch(grain.transforms.Map):
         n = len(dataset_ids)
         samples: list[dict | None] = [None] * n
         videos: dict[str, list[tuple[np.ndarray, EncodedFrames]]] = {}
+        # camera (batch key) -> its parts: (dataset, rows, frames of those rows)
+        frames: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+        to_decode: list[tuple[str, int, np.ndarray, EncodedFrames]] = []
         for d in np.unique(dataset_ids).tolist():
             where = np.flatnonzero(dataset_ids == d)
-            dataset = spec.datasets[d]
+            dataset, key_map = spec.datasets[d], spec.schema.key_maps[d]
             if hasattr(dataset, "read_encoded"):
                 ahead = {}  # what the lookahead made for this read (only jaxload's datasets)
                 if reads is not None and d in reads.plans:
@@ -159,22 +156,28 @@ class ReadBatch(grain.transforms.Map):
                     ahead["context"] = reads.contexts[d]
                 got, encoded = dataset.read_encoded(ds_positions[where].tolist(), **ahead)
                 for raw_key, video in encoded.items():
-                    key = rename_key(raw_key, spec.schema.key_maps[d])
+                    key = rename_key(raw_key, key_map)
+                    if key is None:  # left out of the batch: never decoded
+                        continue
                     videos.setdefault(key, []).append((where, video))
+                    if key not in placement.encoded:
+                        to_decode.append((key, d, where, video))
             else:
                 got = read_samples(dataset, ds_positions[where])
+                for raw_key in getattr(dataset, "camera_keys", ()):
+                    key = rename_key(raw_key, key_map)
+                    if key is not None and self._transformed(d, key):  # as decoded cameras
+                        part = np.stack([sample.pop(raw_key) for sample in got])
+                        frames.setdefault(key, []).append((d, where, part))
             for i, sample in zip(where, got, strict=True):
                 samples[i] = sample
-        to_decode = [
-            (cam, where, video)
-            for cam, parts in videos.items()
-            if cam not in placement.encoded
-            for where, video in parts
-        ]
-        frames: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for (cam, where, _), part in zip(to_decode, decode_grouped([v for *_, v in to_decode])):
-            frames.setdefault(cam, []).append((where, part))
-        decoded = {cam: self._assemble(cam, parts, n, slots) for cam, parts in frames.items()}
+        decoded_parts = decode_grouped([video for *_, video in to_decode])
+        for (cam, d, where, _), part in zip(to_decode, decoded_parts, strict=True):
+            frames.setdefault(cam, []).append((d, where, part))
+        positions = self.positions(k)
+        decoded = {
+            cam: self._assemble(cam, parts, n, slots, positions) for cam, parts in frames.items()
+        }
         batch = spec.schema.collate(samples, dataset_ids, exclude=placement.encoded, arrays=decoded)
         encoded = {cam: merge_encoded(videos[cam], n) for cam in placement.encoded}
         share = None
@@ -183,12 +186,6 @@ class ReadBatch(grain.transforms.Map):
         elif encoded:  # hybrid: this share of each device's rows is decoded here
             batch_arrays, share = self._split_decode(encoded, n, slots)
             batch.update(batch_arrays)
-        in_readers = placement.transforms_in_readers
-        if in_readers is not None:
-            batch = in_readers.apply(batch, self.positions(k), spec.seed)
-            if slots is not None:  # in a worker: reused shared memory, as decoded cameras
-                for key in in_readers.keys:
-                    batch[key] = _in_slot(batch[key], slots)
         for transform in spec.batch_transforms:
             batch = check_transformed(transform(batch), transform, n)
         batch = spec.keys.select(batch)
@@ -218,25 +215,50 @@ class ReadBatch(grain.transforms.Map):
             arrays[cam] = out
         return arrays, DeviceShare(rest, {cam: v.select(rest) for cam, v in encoded.items()}, share)
 
+    def _transformed(self, d: int, key: str) -> bool:
+        """Whether the readers transform dataset d's camera `key` (batch name)."""
+        own = self.spec.source_transforms[d] if self.spec.source_transforms else None
+        loader = self.spec.placement.transforms_in_readers
+        return any(t is not None and key in (t.keys or ()) for t in (own, loader))
+
     def _assemble(
         self,
         cam: str,
-        parts: list[tuple[np.ndarray, np.ndarray]],
+        parts: list[tuple[int, np.ndarray, np.ndarray]],
         n: int,
         slots: dict | None,
+        positions: np.ndarray,
     ) -> np.ndarray:
-        """The camera's (n, *shape) array from its decoded parts (rows, frames); rows no
-        part covers hold the field's fill value.
+        """The camera's (n, *shape) array from its decoded parts (dataset, rows, frames),
+        each through its dataset's image transforms and the loader's (those the readers
+        run) first; rows no part covers hold the field's fill value.
 
         In a worker (`slots` given) it is built in a shared-memory slot, recorded in
         `slots`."""
-        field = self.spec.schema.fields[cam]
-        one_dataset = len(parts) == 1 and len(parts[0][0]) == n  # every row, in order
+        spec = self.spec
+        field = spec.schema.fields[cam]
+        loader = spec.placement.transforms_in_readers
+        parts = [
+            (
+                d,
+                where,
+                transform_rows(
+                    spec.source_transforms[d] if spec.source_transforms else None,
+                    loader,
+                    cam,
+                    part.reshape(len(where), *part.shape[1:]),
+                    positions[where],
+                    spec.seed,
+                ),
+            )
+            for d, where, part in parts
+        ]
+        one_dataset = len(parts) == 1 and len(parts[0][1]) == n  # every row, in order
         if slots is None and one_dataset:
-            return parts[0][1].reshape(n, *field.shape)  # torchcodec's output as is
+            return parts[0][2].reshape(n, *field.shape)  # torchcodec's output as is
         out = _new_array((n, *field.shape), field.dtype, slots)
         covered = np.zeros(n, bool)
-        for where, part in parts:
+        for _, where, part in parts:
             out[where] = part.reshape(len(where), *field.shape)
             covered[where] = True
         out[~covered] = field.fill

@@ -29,7 +29,7 @@ from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.image_transforms import transformed_spec
 from jaxload.pipeline.options import PipelineOptions
 from jaxload.sampling.stream import SampleStream
-from jaxload.state import LoaderState, stream_fingerprint
+from jaxload.state import LoaderState, dataset_view, stream_fingerprint
 from jaxload.transforms.compose import ImageTransforms
 
 
@@ -92,6 +92,9 @@ class LoaderSpec:
         options: the resolved pipeline options (every knob set).
         remote_stores: dataset number -> its `jaxload.storage.remote.RemoteStore`, for the
             datasets read from object storage.
+        source_transforms: per dataset, its own image transforms (`DatasetSource`'s, bound
+            to its cameras' batch keys), run in the readers before the loader's; () or None
+            entries where there are none (jaxload.pipeline.image_transforms).
     """
 
     names: tuple[str, ...]
@@ -112,6 +115,7 @@ class LoaderSpec:
     batch_transforms: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...]
     options: PipelineOptions
     remote_stores: Mapping[int, Any] = dataclasses.field(default_factory=dict)
+    source_transforms: tuple[ImageTransforms | None, ...] = ()
 
     # -- derived ----------------------------------------------------------------------------
 
@@ -139,8 +143,9 @@ class LoaderSpec:
     def element_spec(self) -> dict[str, Any]:
         """A `jax.ShapeDtypeStruct` per array key of a batch: the global shape with
         `sharding` (dtypes as the jax.Arrays have them: int64 is int32 unless
-        `jax_enable_x64`), this host's numpy rows without; after the image transforms,
-        before any `batch_transform`; only the keys a batch holds."""
+        `jax_enable_x64`), this host's numpy rows without; after the image transforms (the
+        readers' are in the schema already), before any `batch_transform`; only the keys a
+        batch holds."""
         rows = self.global_batch_size if self.sharding is not None else len(self.rows)
         fields = self.schema.element_spec
         if self.keys.keys is None:
@@ -148,7 +153,7 @@ class LoaderSpec:
         else:
             names = [k for k in self.keys.keys if k in fields]
         spec = {k: ((rows, *fields[k][0]), fields[k][1]) for k in names}
-        spec = transformed_spec(spec, self.placement.image_transforms)
+        spec = transformed_spec(spec, self.placement.transforms_on_devices)
         if self.sharding is not None:
             spec = {k: (shape, _as_jax_dtype(dtype)) for k, (shape, dtype) in spec.items()}
         return shape_dtype_structs(spec)
@@ -170,6 +175,7 @@ class LoaderSpec:
             mixture_quota=tuple(int(q) for q in mixture.quota) if mixture is not None else (),
             epoch_size=self.stream.epoch_size,
             sources=self.names,
+            views=tuple(dataset_view(d) for d in self.datasets),
         )
 
     def for_readers(self) -> LoaderSpec:

@@ -99,6 +99,8 @@ class MixtureSchedule:
             raise ValueError(f"mixture block size must be >= 1, got {block_size}")
         self.block_size, self.seed, self.shuffle = int(block_size), int(seed), bool(shuffle)
         self.quota = quotas(weights, self.block_size)
+        w = np.asarray(weights, dtype=np.float64)
+        self.weights = w / w.sum()  # as given, normalized (the quotas round them)
         self.cum_quota = np.concatenate([[0], np.cumsum(self.quota)]).astype(np.int64)
         self._perm = KeyedPermutation(self.block_size)
         self._key = stream_key(self.seed, _MIXTURE_STREAM)
