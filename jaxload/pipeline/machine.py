@@ -170,19 +170,19 @@ def probe_memory() -> tuple[int, int]:
 
 
 def _memory() -> tuple[int, int]:
-    try:
+    # /proc/meminfo where there is one: the loader checks memory at every make_loader, and
+    # a trainer imports no tooling library (psutil) for it.
+    info = dict(
+        line.split(":", 1) for line in (_read("/proc/meminfo") or "").splitlines() if ":" in line
+    )
+    if "MemTotal" in info:
+        total = int(info["MemTotal"].split()[0]) * 1024
+        available = int(info.get("MemAvailable", "0 kB").split()[0]) * 1024 or total
+    else:
         import psutil
 
         vm = psutil.virtual_memory()
         total, available = int(vm.total), int(vm.available)
-    except ImportError:
-        info = dict(
-            line.split(":", 1)
-            for line in (_read("/proc/meminfo") or "").splitlines()
-            if ":" in line
-        )
-        total = int(info.get("MemTotal", "0 kB").split()[0]) * 1024
-        available = int(info.get("MemAvailable", "0 kB").split()[0]) * 1024 or total
     limit = _read("/sys/fs/cgroup/memory.max")
     if limit and limit.isdigit() and int(limit) < total:
         used = int(_read("/sys/fs/cgroup/memory.current") or 0)
