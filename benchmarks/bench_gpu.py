@@ -26,6 +26,7 @@ auto / best) are printed at the end; everything goes to benchmarks/results_gpu.j
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import sys
 import time
@@ -53,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()
+    if args.deadline:  # a stall becomes every thread's stack in the log, not a silent kill
+        faulthandler.dump_traceback_later(args.deadline, exit=True)
     results = []
     for name in args.sizes:
         codecs = datasets(name, args)
@@ -82,6 +85,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--datasets", type=Path, default=None, help="converted datasets carried to a GPU host"
     )
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_gpu.json")
+    p.add_argument("--skip-accuracy", action="store_true", help="no accuracy check")
+    p.add_argument("--skip-one-thread", action="store_true", help="no one-thread NVDEC limit")
+    p.add_argument("--deadline", type=float, default=0, help="dump stacks and exit after (s)")
     args = p.parse_args(argv)
     if args.quick:
         args.seconds = 3.0
@@ -114,13 +120,27 @@ def bench_size(name: str, dataset: Path, codecs: dict, args: argparse.Namespace)
     mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=auto)
     sharding = NamedSharding(mesh, P("data"))
     out = {"size": name, "devices": [str(d) for d in jax.devices()]}
-    out["accuracy_max_abs"] = {c: accuracy(path, sharding, args) for c, path in codecs.items()}
+    out["accuracy_max_abs"] = (
+        {}
+        if args.skip_accuracy
+        else {c: accuracy(path, sharding, args) for c, path in codecs.items()}
+    )
+    _progress(name, "accuracy", out["accuracy_max_abs"])
     out["nvdec_limit_frames_per_s"] = device_limit(dataset, sharding, args)
+    _progress(name, "nvdec limit frames/s", out["nvdec_limit_frames_per_s"])
+    out["nvdec_one_thread_frames_per_s"] = (
+        0.0 if args.skip_one_thread else device_limit(dataset, sharding, args, threads=1)
+    )
+    _progress(name, "nvdec one thread frames/s", out["nvdec_one_thread_frames_per_s"])
     out["cpu_limit_samples_per_s"] = loader_run(dataset, sharding, "cpu", args, step=False)[
         "samples_per_s"
     ]
+    _progress(name, "cpu limit samples/s", out["cpu_limit_samples_per_s"])
     paths = ("device", "hybrid", "cpu") if args.device == "device" else PATHS
-    out["loader"] = {p: loader_run(dataset, sharding, p, args) for p in paths}
+    out["loader"] = {}
+    for path in paths:
+        out["loader"][path] = loader_run(dataset, sharding, path, args)
+        _progress(name, f"loader {path}", out["loader"][path])
     frames_per_sample = 3  # two top frames and one wrist frame
     nvdec = out["nvdec_limit_frames_per_s"] / frames_per_sample
     cpu = out["cpu_limit_samples_per_s"]
@@ -130,16 +150,25 @@ def bench_size(name: str, dataset: Path, codecs: dict, args: argparse.Namespace)
         "size": name,
         "accuracy_max_abs": out["accuracy_max_abs"],
         "nvdec_loader_vs_limit": gpu_path / nvdec,
+        "nvdec_frames_per_s": {
+            "all_threads": round(out["nvdec_limit_frames_per_s"]),
+            "one_thread": round(out["nvdec_one_thread_frames_per_s"]),
+        },
         "hybrid_vs_sum_of_limits": out["loader"]["hybrid"]["samples_per_s"] / (nvdec + cpu),
         "samples_per_s": {p: round(r["samples_per_s"]) for p, r in out["loader"].items()},
         "wait_fraction": {p: round(r["wait_fraction"], 3) for p, r in out["loader"].items()},
         "first_batch_s": {p: round(r["first_batch_s"], 2) for p, r in out["loader"].items()},
         "memory_growth": {p: r["memory_growth"] for p, r in out["loader"].items()},
+        "readers_share": {p: r["decode_share_readers"] for p, r in out["loader"].items()},
     }
     if "auto" in out["loader"]:
         summary["auto_vs_best"] = out["loader"]["auto"]["samples_per_s"] / best
     out["summary"] = summary
     return out
+
+
+def _progress(size: str, stage: str, value) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {size} {stage}: {value}", flush=True)
 
 
 def accuracy(dataset: Path, sharding, args: argparse.Namespace) -> int:
@@ -163,7 +192,7 @@ def accuracy(dataset: Path, sharding, args: argparse.Namespace) -> int:
     return worst
 
 
-def device_limit(dataset: Path, sharding, args: argparse.Namespace) -> float:
+def device_limit(dataset: Path, sharding, args: argparse.Namespace, threads=None) -> float:
     """Frames/s of the devices decoding the loader's batches (DeviceDecoder, every device
     and decode thread busy), nothing else: the readers' work is done beforehand."""
     import jaxload
@@ -187,7 +216,7 @@ def device_limit(dataset: Path, sharding, args: argparse.Namespace) -> float:
     loader.close()
     shapes = {k: spec.schema.fields[k].shape for k in CAMERAS}
     rows = np.arange(len(spec.rows))
-    decoder = DeviceDecoder(spec.options.decode_threads, timeout_s=600)
+    decoder = DeviceDecoder(threads or spec.options.decode_threads, timeout_s=600)
 
     def sharding_for(ndim: int):
         return hosts.sharding_for_rank(sharding, ndim)
@@ -246,6 +275,8 @@ def loader_run(dataset: Path, sharding, path: str, args: argparse.Namespace, ste
         jax.block_until_ready(state)
         wall = time.perf_counter() - began
         share = loader.decode_share
+        closing = time.perf_counter()
+    close_s = round(time.perf_counter() - closing, 2)
     growth = None
     if memory[1:] and memory[1]:
         growth = round(max(memory[1:]) / memory[1] - 1, 3)
@@ -255,6 +286,10 @@ def loader_run(dataset: Path, sharding, path: str, args: argparse.Namespace, ste
         "wait_fraction": waited / wall,
         "first_batch_s": first_s,
         "decode_share_readers": share,
+        "auto_choice": None
+        if loader.spec.decode_choice is None
+        else loader.spec.decode_choice.describe(),
+        "close_s": close_s,
         "memory_growth": growth,
     }
 

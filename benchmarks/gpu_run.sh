@@ -28,6 +28,11 @@ export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
   python3 -c 'import torch, torchcodec, jax; print("torch", torch.__version__, "torchcodec", torchcodec.__version__, "jax", jax.__version__, jax.devices())'
 } 2>&1 | tee "$OUT/machine.txt"
 
-python3 benchmarks/bench_gpu.py --datasets "$CARRY/data" --hevc \
-  --seconds "${GPU_SECONDS:-12}" --out "$OUT/results_gpu.json" 2>&1 | tee "$OUT/bench_gpu.log"
+# One process per size, largest first, each with a deadline: a stall in one size dumps
+# every thread's stack to the log and the next size still runs.
+for size in ${GPU_SIZES:-large small policy}; do
+  python3 benchmarks/bench_gpu.py --datasets "$CARRY/data" --hevc --sizes "$size" ${GPU_FLAGS:-} \
+    --seconds "${GPU_SECONDS:-12}" --deadline "${GPU_DEADLINE:-170}" \
+    --out "$OUT/results_gpu_$size.json" 2>&1 | tee -a "$OUT/bench_gpu.log" || true
+done
 echo "gpu_run: $((SECONDS - started)) s"

@@ -111,9 +111,17 @@ class DeviceDecoder:
         self._tasks.put((future, fn))
         return future
 
-    def close(self) -> None:
-        """Lets the threads end once their decode does (a stuck one stays, a daemon)."""
+    def close(self, wait_s: float = 10.0) -> None:
+        """Ends the threads once their decode does, waiting up to `wait_s` for them (a
+        stuck one stays, a daemon). Waiting matters at exit: a thread still holding its
+        decoders while the interpreter finalizes aborts the process ("terminate called
+        without an active exception")."""
+        threads = list(self._threads)
         self._finalizer()
+        deadline = time.monotonic() + wait_s
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
 
     def decode_to_global(
         self,

@@ -22,8 +22,9 @@ log = logging.getLogger("jaxload.pipeline.decode_device")
 # supports, e.g. CPU devices in tests) in the training process, onto the device that holds
 # each row of the global batch; "hybrid": the workers decode a share of each device's
 # rows, the devices the rest, the share measured as it runs (jaxload.pipeline.
-# decode_split). "auto" resolves to "hybrid" where NVDEC can decode every camera (the
-# split then finds the faster side, or both), else "cpu".
+# decode_split). "auto" resolves to "hybrid" where NVDEC can decode every camera, else
+# "cpu"; make_loader then times the sides and keeps the fastest path
+# (jaxload.pipeline.decode_choice).
 DECODE_DEVICES = ("cpu", "cuda", "device", "hybrid")
 
 # Stored codecs no NVDEC decodes (4:4:4 and RGB H.264; HEVC 4:4:4 only on some GPUs):

@@ -188,10 +188,10 @@ class Loader:
             store.restart()
 
         def close() -> None:
+            if registry is not None:  # first: the workers exit at once (WorkerRegistry.close)
+                registry.close()
             if iterator is not None:
                 iterator.close()
-            if registry is not None:
-                registry.close()
             for part in parts:
                 part.close()
 
@@ -208,12 +208,12 @@ class Loader:
 
     def close(self) -> None:
         """Stop the background thread and the worker processes (a later next() restarts them)."""
+        if self._workers is not None:  # first: the workers exit at once (WorkerRegistry.close)
+            self._workers.close()
+            self._workers = None
         if self._iterator is not None:
             self._iterator.close()
             self._iterator = None
-        if self._workers is not None:
-            self._workers.close()
-            self._workers = None
         for part in self._let_go():
             part.close()
         for store in self.spec.remote_stores.values():  # stop fetching ahead
@@ -287,10 +287,11 @@ class Loader:
         )
 
     def _decode_repr(self) -> str:
-        placement = self.spec.placement
+        placement, choice = self.spec.placement, self.spec.decode_choice
+        auto = f" (auto: {choice.describe()})" if choice is not None else ""
         if placement.decode_device == "cpu" or not placement.encoded:
-            return ""
-        text = f"decode={placement.decode_device} x{self.spec.options.decode_threads}"
+            return f"decode=cpu{auto}, " if auto else ""
+        text = f"decode={placement.decode_device} x{self.spec.options.decode_threads}{auto}"
         share = self.decode_share
         if share is not None:
             text += f" (readers {share:.0%} of the rows)"

@@ -25,6 +25,7 @@ from jaxload.pipeline.arguments import (
 )
 from jaxload.pipeline.batch_keys import key_selection
 from jaxload.pipeline.batch_schema import BatchSchema
+from jaxload.pipeline.decode_choice import measure_decode_paths
 from jaxload.pipeline.decode_device import (
     cameras_decoded_on_device,
     default_decode_threads,
@@ -278,6 +279,7 @@ def make_loader(
     remote_stores = {
         d: store for d, store in enumerate(_remote_store(ds) for ds in datasets) if store
     }
+    asked = options.decode_device
     options = dataclasses.replace(
         options, decode_device=resolve_decode_device(options.decode_device, datasets, sharding)
     )
@@ -285,54 +287,65 @@ def make_loader(
         options = _autotuned(options, sources, datasets, host_count, sharding)
     in_memory = any(s.options.cache_dir is None for s in remote_stores.values())
     options = options.resolve(remote=in_memory)
-    encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
-    if encoded and options.decode_threads is None:
-        options = dataclasses.replace(options, decode_threads=default_decode_threads(sharding))
-    transforms, transforms_on, own_transforms, specs = resolve_image_transforms(
-        image_transforms,
-        image_transforms_on,
-        [s.image_transforms for s in sources],
-        names,
-        [list(getattr(d, "camera_keys", ())) for d in datasets],
-        [d.element_spec() for d in datasets],
-        key_maps,
-        encoded,
-        sharding,
-    )
-    schema = BatchSchema(specs, key_maps)  # the cameras as the readers deliver them
-    selection = key_selection(
-        keys,
-        [*schema.fields, *schema.strings],
-        mixture=len(datasets) > 1,
-        transform=batch_transform,
-    )
-    spec = LoaderSpec(
-        names=names,
-        datasets=tuple(datasets),
-        stream=stream,
-        schema=schema,
-        keys=selection,
-        global_batch_size=int(global_batch_size),
-        seed=int(seed),
-        shuffle=bool(shuffle),
-        drop_n_first_frames=int(drop_n_first_frames),
-        drop_n_last_frames=int(drop_n_last_frames),
-        num_epochs=num_epochs,
-        rows=rows,
-        host_count=host_count,
-        sharding=sharding,
-        placement=Placement(
-            options.decode_device,
+
+    def resolved(options: PipelineOptions) -> LoaderSpec:
+        """The spec with the cameras decoded where `options.decode_device` says."""
+        encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
+        if encoded and options.decode_threads is None:
+            options = dataclasses.replace(options, decode_threads=default_decode_threads(sharding))
+        transforms, transforms_on, own_transforms, specs = resolve_image_transforms(
+            image_transforms,
+            image_transforms_on,
+            [s.image_transforms for s in sources],
+            names,
+            [list(getattr(d, "camera_keys", ())) for d in datasets],
+            [d.element_spec() for d in datasets],
+            key_maps,
             encoded,
-            transforms,
-            transforms_on,
-            device_streams(datasets, key_maps, encoded),
-        ),
-        batch_transforms=(batch_transform,) if batch_transform is not None else (),
-        options=options,
-        remote_stores=remote_stores,
-        source_transforms=own_transforms,
-    )
+            sharding,
+        )
+        schema = BatchSchema(specs, key_maps)  # the cameras as the readers deliver them
+        selection = key_selection(
+            keys,
+            [*schema.fields, *schema.strings],
+            mixture=len(datasets) > 1,
+            transform=batch_transform,
+        )
+        return LoaderSpec(
+            names=names,
+            datasets=tuple(datasets),
+            stream=stream,
+            schema=schema,
+            keys=selection,
+            global_batch_size=int(global_batch_size),
+            seed=int(seed),
+            shuffle=bool(shuffle),
+            drop_n_first_frames=int(drop_n_first_frames),
+            drop_n_last_frames=int(drop_n_last_frames),
+            num_epochs=num_epochs,
+            rows=rows,
+            host_count=host_count,
+            sharding=sharding,
+            placement=Placement(
+                options.decode_device,
+                encoded,
+                transforms,
+                transforms_on,
+                device_streams(datasets, key_maps, encoded),
+            ),
+            batch_transforms=(batch_transform,) if batch_transform is not None else (),
+            options=options,
+            remote_stores=remote_stores,
+            source_transforms=own_transforms,
+        )
+
+    spec = resolved(options)
+    if asked == "auto" and spec.placement.decode_device == "hybrid":
+        # NVDEC can decode: time both sides on these batches (jaxload.pipeline.decode_choice)
+        choice = measure_decode_paths(spec)
+        if choice.device != "hybrid":
+            spec = resolved(dataclasses.replace(options, decode_device=choice.device))
+        spec = dataclasses.replace(spec, decode_choice=choice)
     check_fits_in_memory(spec)
     if options.num_workers > 0:
         workers.ensure_absl_flags_parsed()

@@ -25,6 +25,7 @@ from jaxload.pipeline.batch_schema import rename_key
 from jaxload.pipeline.decode_split import DecodeSplit
 from jaxload.pipeline.image_transforms import transform_rows
 from jaxload.pipeline.spec import LoaderSpec
+from jaxload.pipeline.workers import raise_if_pipeline_closed
 from jaxload.storage.prefetch import BatchReads, Lookahead
 from jaxload.transforms.on_device import POSITIONS_KEY
 
@@ -77,6 +78,25 @@ class DeviceShare:
     share: float  # the split's share the readers decoded this batch at
 
 
+def packed_gops(value: EncodedFrames | DeviceShare, pool: shared_batch.SlotPool) -> Any:
+    """The compressed frames with their GOPs in a shared-memory slot (a worker's output;
+    `unpacked_gops` in the training process undoes it)."""
+    if isinstance(value, DeviceShare):
+        encoded = {cam: packed_gops(v, pool) for cam, v in value.encoded.items()}
+        return dataclasses.replace(value, encoded=encoded)
+    return dataclasses.replace(value, gops=shared_batch.pack_bytes(value.gops, pool))
+
+
+def unpacked_gops(value: Any, opener: shared_batch.SlotOpener) -> Any:
+    """`packed_gops` undone: the GOPs as views of their slot."""
+    if isinstance(value, DeviceShare):
+        encoded = {cam: unpacked_gops(v, opener) for cam, v in value.encoded.items()}
+        return dataclasses.replace(value, encoded=encoded)
+    if isinstance(value, EncodedFrames) and isinstance(value.gops, shared_batch.PackedBytes):
+        return dataclasses.replace(value, gops=opener.open_bytes(value.gops))
+    return value
+
+
 # The batch key of a hybrid batch's DeviceShare (never a feature's name).
 DEVICE_SHARE_KEY = "__jaxload_device_share__"
 
@@ -117,6 +137,7 @@ class ReadBatch(grain.transforms.Map):
         return self.spec.describe(self.start, k)
 
     def map(self, k: int) -> Batch:
+        raise_if_pipeline_closed()  # in a worker of a closed loader: nobody wants batch k
         reads = self.lookahead.before(int(k), self.positions) if self.lookahead else None
         if not self.output_to_shared_memory:
             return self._read(k, reads, None)
@@ -130,6 +151,8 @@ class ReadBatch(grain.transforms.Map):
                 made = slots.pop(id(value), None)
                 if made is not None:
                     batch[key] = made[1]
+                elif isinstance(value, EncodedFrames | DeviceShare):
+                    batch[key] = packed_gops(value, shared_batch.worker_pool())
             return batch
         finally:
             for _, ref in slots.values():

@@ -116,6 +116,9 @@ class LoaderSpec:
     options: PipelineOptions
     remote_stores: Mapping[int, Any] = dataclasses.field(default_factory=dict)
     source_transforms: tuple[ImageTransforms | None, ...] = ()
+    # decode_device="auto" where the devices can decode: what was measured and chosen
+    # (jaxload.pipeline.decode_choice.DecodeChoice); None otherwise.
+    decode_choice: Any = None
 
     # -- derived ----------------------------------------------------------------------------
 

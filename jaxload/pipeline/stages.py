@@ -34,7 +34,7 @@ from jaxload.errors import WorkerTimeoutError
 from jaxload.pipeline import hosts, shared_batch
 from jaxload.pipeline.batch_keys import is_host_only
 from jaxload.pipeline.decode_split import DecodeSplit, SplitBalance
-from jaxload.pipeline.read_batch import DEVICE_SHARE_KEY, Batch, ReadBatch
+from jaxload.pipeline.read_batch import DEVICE_SHARE_KEY, Batch, ReadBatch, unpacked_gops
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.workers import WorkerRegistry
 from jaxload.transforms.on_device import POSITIONS_KEY, TransformOnDevices
@@ -84,6 +84,8 @@ class OpenSlots(grain.transforms.Map):
                 value = self.opener.open(value)
             elif isinstance(value, np.ndarray):
                 value = value.view(np.ndarray)
+            else:  # compressed frames for the devices: GOPs in a slot
+                value = unpacked_gops(value, self.opener)
             out[key] = value
         return out
 

@@ -23,8 +23,8 @@ from jaxload.storage.scratch import owned_directory, process_alive, remove_owned
 
 log = logging.getLogger(__name__)
 
-# How often a worker checks that the training process is still alive.
-PARENT_POLL_S = 0.5
+# How often a worker checks that the training process is still alive and still wants it.
+PARENT_POLL_S = 0.2
 # How often the training process looks for workers that ended (well within the second
 # after which Grain collects a dead worker's exit status: the signal is read before).
 WATCH_INTERVAL_S = 0.05
@@ -36,6 +36,24 @@ _SEMAPHORE = re.compile(r"sem\.mp-[0-9a-z_]+")
 _SEMAPHORE_MIN_AGE_S = 2.0
 # Inode numbers of the initial (host) pid and IPC namespaces (linux/proc_ns.h).
 _HOST_PID_NS, _HOST_IPC_NS = 0xEFFFFFFC, 0xEFFFFFFF
+
+
+# Set in a worker process once the training process closed its pipeline: the batches its
+# read threads still have queued are not wanted, and each would otherwise be read and
+# decoded before the worker can exit (Grain stops workers one after another, each after
+# its queued work: minutes for a loader with 14 workers on a GPU host).
+_pipeline_closed = threading.Event()
+
+
+class PipelineClosed(Exception):
+    """Raised by a worker's reads once its pipeline was closed (nobody receives it)."""
+
+
+def raise_if_pipeline_closed() -> None:
+    """In a worker process: raises PipelineClosed once the training process closed the
+    pipeline (ReadBatch calls it before each batch)."""
+    if _pipeline_closed.is_set():
+        raise PipelineClosed("the loader was closed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +79,8 @@ class WorkerExit:
 class WorkerHooks:
     """Grain's `worker_init_fn` (its public hook, run first in each worker process): the
     worker records its pid under `directory` as `<index>` and exits when the training
-    process dies (`exit_with_parent`). Picklable: Grain sends it to each worker."""
+    process dies or closes the pipeline (`exit_with_parent`). Picklable: Grain sends it to
+    each worker."""
 
     def __init__(self, directory: str):
         self.directory = directory
@@ -72,7 +91,7 @@ class WorkerHooks:
             with open(path + ".new", "w") as f:
                 f.write(str(os.getpid()))
             os.replace(path + ".new", path)
-        exit_with_parent(worker_index, worker_count)
+        exit_with_parent(worker_index, worker_count, self.directory)
 
 
 class WorkerRegistry:
@@ -115,6 +134,8 @@ class WorkerRegistry:
             return [self._ended[i] for i in sorted(self._ended)]
 
     def close(self) -> None:
+        """Stops watching; the workers exit within PARENT_POLL_S, all at once (close this
+        before Grain's iterator, which joins its workers one after another)."""
         self._stop.set()
         remove_owned(self.directory)
 
@@ -168,24 +189,36 @@ def ensure_absl_flags_parsed() -> None:
 # -- workers die with the training process ---------------------------------------------------
 
 
-def exit_with_parent(worker_index: int, worker_count: int) -> None:
-    """Grain's worker_init_fn: this worker exits when the training process dies.
+def exit_with_parent(worker_index: int, worker_count: int, directory: str | None = None) -> None:
+    """Grain's worker_init_fn: this worker exits when the training process dies, or when
+    the pipeline's `directory` (its WorkerRegistry's) is gone: the pipeline was closed.
 
     Otherwise a SIGKILLed trainer leaves its workers (and through them the resource tracker,
     with every segment and semaphore it would clean up) alive for good. A thread watches the
     parent pid rather than PR_SET_PDEATHSIG: that signal fires when the *thread* that
     started the worker exits, and Grain starts workers from pool threads.
+
+    When the pipeline is closed the worker stops reading (`raise_if_pipeline_closed`), so
+    that Grain, which stops workers one after another, finds each one idle. (It is not
+    killed: a worker that dies while its queue's feeder thread writes leaves a partial
+    message that blocks Grain's close for good.)
     """
     parent = multiprocessing.parent_process()
     parent_pid = parent.pid if parent is not None else os.getppid()
     watch = threading.Thread(
-        target=_exit_when_orphaned, args=(parent_pid,), daemon=True, name="jaxload-parent"
+        target=_exit_when_orphaned,
+        args=(parent_pid, directory),
+        daemon=True,
+        name="jaxload-parent",
     )
     watch.start()
 
 
-def _exit_when_orphaned(parent_pid: int) -> None:
+def _exit_when_orphaned(parent_pid: int, directory: str | None = None) -> None:
     while os.getppid() == parent_pid:
+        if directory is not None and not os.path.isdir(directory):
+            _pipeline_closed.set()
+            return
         time.sleep(PARENT_POLL_S)
     # Nobody can open the slots now; the resource tracker may be dead too.
     with contextlib.suppress(Exception):
