@@ -179,8 +179,11 @@ def probe_torchcodec_cuda(path: Any, camera: str) -> bool:
     return True
 
 
-def resolve_decode_device(decode_device: str, datasets: Sequence[Any], sharding: Any) -> str:
-    """ "auto" -> "hybrid" or "cpu" (logged with the reason); "cuda" -> checked against NVDEC."""
+def resolve_decode_device(
+    decode_device: str, datasets: Sequence[Any], sharding: Any, reasons: list[str] | None = None
+) -> str:
+    """ "auto" -> "hybrid" or "cpu" (logged with the reason, also appended to `reasons`);
+    "cuda" -> checked against NVDEC."""
     if decode_device not in (*DECODE_DEVICES, "auto"):
         raise ValueError(
             f"decode_device={decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"
@@ -194,11 +197,15 @@ def resolve_decode_device(decode_device: str, datasets: Sequence[Any], sharding:
     if decode_device != "auto":
         return decode_device
     if not videos:
+        if reasons is not None:
+            reasons.append("no video cameras")
         return "cpu"
-    device, reasons = choose_decode_device(videos)
+    device, why = choose_decode_device(videos)
     if device != "cpu" and sharding is None:
-        device, reasons = "cpu", (*reasons, "no `sharding`: rows have no device to decode on")
-    log.info("decode_device='auto' -> %r: %s", device, "; ".join(reasons))
+        device, why = "cpu", (*why, "no `sharding`: rows have no device to decode on")
+    log.info("decode_device='auto' -> %r: %s", device, "; ".join(why))
+    if reasons is not None:
+        reasons.extend(why)
     return device
 
 

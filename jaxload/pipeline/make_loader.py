@@ -25,7 +25,7 @@ from jaxload.pipeline.arguments import (
 )
 from jaxload.pipeline.batch_keys import key_selection
 from jaxload.pipeline.batch_schema import BatchSchema
-from jaxload.pipeline.decode_choice import measure_decode_paths
+from jaxload.pipeline.decode_choice import DecodeChoice, measure_decode_paths
 from jaxload.pipeline.decode_device import (
     cameras_decoded_on_device,
     default_decode_threads,
@@ -279,9 +279,10 @@ def make_loader(
     remote_stores = {
         d: store for d, store in enumerate(_remote_store(ds) for ds in datasets) if store
     }
-    asked = options.decode_device
+    asked, why = options.decode_device, []
     options = dataclasses.replace(
-        options, decode_device=resolve_decode_device(options.decode_device, datasets, sharding)
+        options,
+        decode_device=resolve_decode_device(options.decode_device, datasets, sharding, why),
     )
     if options.autotune:
         options = _autotuned(options, sources, datasets, host_count, sharding)
@@ -345,6 +346,9 @@ def make_loader(
         choice = measure_decode_paths(spec)
         if choice.device != "hybrid":
             spec = resolved(dataclasses.replace(options, decode_device=choice.device))
+        spec = dataclasses.replace(spec, decode_choice=choice)
+    elif asked == "auto":
+        choice = DecodeChoice(spec.placement.decode_device, tuple(why))
         spec = dataclasses.replace(spec, decode_choice=choice)
     check_fits_in_memory(spec)
     if options.num_workers > 0:

@@ -85,7 +85,7 @@ def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeyp
     monkeypatch.setattr(
         make_loader_module,
         "resolve_decode_device",
-        lambda asked, datasets, sharding: "hybrid" if asked == "auto" else asked,
+        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
     )
     sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
     kw = dict(global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS)
@@ -102,3 +102,15 @@ def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeyp
                 got, want = next(loader), next(reference)
                 for key in want:
                     assert (jax.numpy.asarray(got[key]) == jax.numpy.asarray(want[key])).all()
+
+
+def test_auto_without_a_gpu_says_why_it_decodes_on_the_cpu(dataset):
+    """No GPU: "auto" is "cpu", and the loader says so where a user looks (not only a log
+    line, which a root logger set up by absl hides)."""
+    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
+    options = jaxload.PipelineOptions(num_workers=0, decode_device="auto")
+    with jaxload.make_loader(
+        dataset, global_batch_size=8, sharding=sharding, options=options
+    ) as loader:
+        assert loader.spec.decode_choice.device == "cpu"
+        assert "decode=cpu (auto: decode on CPU: no GPU)" in repr(loader)

@@ -219,3 +219,29 @@ def test_a_broken_batch_transform_in_a_worker_is_named(dataset):
     with pytest.raises(BatchTransformError, match="returns_none returned NoneType"):
         next(loader)
     loader.close()
+
+
+def test_a_closed_pipelines_worker_stops_reading(tmp_path):
+    """What a worker does when the training process closes its pipeline (the registry's
+    directory goes): its reads raise at once instead of reading and decoding the batches
+    its read threads queued (Grain stops workers one after another, each after its queued
+    work: minutes on a GPU host). Run here in this process, as the worker's thread would."""
+    import threading
+
+    from jaxload.pipeline import workers
+
+    directory = tmp_path / "registry"
+    directory.mkdir()
+    watch = threading.Thread(
+        target=workers._exit_when_orphaned, args=(os.getppid(), str(directory)), daemon=True
+    )
+    watch.start()
+    try:
+        workers.raise_if_pipeline_closed()  # open: reads go on
+        directory.rmdir()
+        watch.join(5)
+        assert not watch.is_alive()  # returned (it exits the process only when orphaned)
+        with pytest.raises(workers.PipelineClosed):
+            workers.raise_if_pipeline_closed()
+    finally:
+        workers._pipeline_closed.clear()
