@@ -103,6 +103,20 @@ class LeRobotSource(abc.ABC):
 
     # --- shared -----------------------------------------------------------------------
 
+    def path_of(self, template: str, **fields: Any) -> str:
+        """info.json's `template` ("data_path", "video_path") filled with `fields`; a
+        SourceError naming info.json and the template when it asks for anything else (a
+        positional `{0}`, a field LeRobot does not define, a bad format spec)."""
+        text = self.info[template]
+        try:
+            return str(text).format(**fields)
+        except (IndexError, KeyError, ValueError, AttributeError) as e:
+            raise SourceError(
+                f"{self.files.describe('meta/info.json')}: {template} {text!r} cannot be filled "
+                f"({type(e).__name__}: {e}); its fields are named: "
+                + ", ".join("{" + k + "}" for k in fields)
+            ) from e
+
     @property
     def root(self) -> str:
         """How messages name the dataset: its directory or URL."""
