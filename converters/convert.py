@@ -68,6 +68,7 @@ from jaxload.converters.plan import (
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.publish import finish_output, resolve_out
 from jaxload.converters.sizes import conversion_sizes
+from jaxload.converters.source_stamps import forget_changed, unit_sources
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
@@ -186,6 +187,7 @@ def convert(
                     return report
             if _nonempty(out):
                 return finish(_already_published(state, out, started))
+            forget_changed(state, source, job.units)  # their source files changed since
             reconcile(state, job.units)
             done = state.done_units()
             with make_engine(engine, workers, ray_address=ray_address) as runner:
@@ -360,6 +362,7 @@ def _run_units(
     here = f"{socket.gethostname()}:{os.getpid()}"  # as units.convert_unit names workers
 
     def on_result(result: UnitResult) -> None:
+        result.sources = stamps[result.unit]
         done[result.unit] = state.record_unit(result)
         unit = job.units[result.unit]
         bar.unit_done(unit.frames, len(unit.episodes), unit.input_bytes)
@@ -371,6 +374,7 @@ def _run_units(
             evict.unit_done(unit)
 
     context = UnitContext(job.source, job.options, job.features, str(state.tmp_dir), job.id)
+    stamps = {u.index: unit_sources(job.source, u) for u in pending}  # before they read
     try:
         if pending:
             runner.run(context, pending, on_result)

@@ -78,13 +78,14 @@ class LeRobotV3Source(LeRobotSource):
 
     def data_file(self, episode: int) -> str:
         row = self._row(episode)
-        return self.info["data_path"].format(
-            chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+        return self.path_of(
+            "data_path", chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
         )
 
     def video_span(self, episode: int, camera: str) -> VideoSpan:
         row = self._row(episode)
-        rel = self.info["video_path"].format(
+        rel = self.path_of(
+            "video_path",
             video_key=camera,
             chunk_index=row[f"videos/{camera}/chunk_index"],
             file_index=row[f"videos/{camera}/file_index"],

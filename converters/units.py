@@ -55,6 +55,8 @@ class UnitResult:
     retries: int = 0
     seconds: float = 0.0
     worker: str = ""
+    # Each source file the unit read, with its stamp (converters/source_stamps.py)
+    sources: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """The JSON the job's manifest keeps for this unit (no part bytes)."""

@@ -16,6 +16,9 @@ from jaxload.errors import WindowError
 
 # LeRobotDataset's default tolerance for timestamps.
 DEFAULT_TOLERANCE_S = 1e-4
+# The largest window offset in frames (~35 years at 1000 fps): past it, offsets, anchors
+# plus offsets and their sums no longer fit int64 (1e18 s at 10 fps wrapped around).
+MAX_OFFSET_FRAMES = 2**40
 
 
 def resolve_delta_timestamps(
@@ -47,6 +50,13 @@ def resolve_delta_timestamps(
             raise WindowError(
                 f"delta_timestamps[{key!r}]: {deltas[~np.isfinite(deltas)].tolist()} are not "
                 "finite; offsets must be finite multiples of 1/fps seconds"
+            )
+        huge = np.abs(deltas) * fps > MAX_OFFSET_FRAMES
+        if huge.any():
+            raise WindowError(
+                f"delta_timestamps[{key!r}]: {deltas[huge].tolist()} s are more than "
+                f"2**40 frames at {fps:g} fps; a window offset is seconds from the anchor "
+                "frame, within its episode"
             )
         frames, bad = frames_on_grid(deltas, fps, tolerance_s)
         if bad.any():

@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         args.src,
         args.out,
         video_codec=args.video_codec,
-        gop=args.gop or DEFAULT_GOP,
+        gop=DEFAULT_GOP if args.gop is None else args.gop,  # --gop 0 is refused, not the default
         crf=args.crf,
         tune={"none": "", None: None}.get(args.tune, args.tune),
         min_psnr=args.min_psnr,

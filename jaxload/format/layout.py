@@ -315,7 +315,9 @@ def parse_info(data: bytes, where: str, root: str) -> DatasetInfo:
         raw = json.loads(data)
     except ValueError as e:
         raise DatasetError(f"{where}: unreadable ({e})") from e
-    if isinstance(raw, dict) and raw.get("format") != FORMAT_NAME and "codebase_version" in raw:
+    if not isinstance(raw, dict):
+        raise DatasetError(f"{where}: not a JSON object (a JSON {type(raw).__name__})")
+    if raw.get("format") != FORMAT_NAME and "codebase_version" in raw:
         raise DatasetError(
             f"{root} is a LeRobot dataset ({raw['codebase_version']}), not a jaxload dataset: "
             f"convert it first with `jaxload convert {root} OUT`"

@@ -27,6 +27,7 @@ from jaxload.pipeline.batch_keys import Batch, MissingKeys, register_batch_pytre
 from jaxload.pipeline.decode_split import INITIAL_SHARE, DecodeSplit
 from jaxload.pipeline.hosts import device_blocks
 from jaxload.pipeline.read_batch import ReadBatch
+from jaxload.pipeline.read_threads import DaemonReads
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
 from jaxload.state import LoaderState, check_compatible
@@ -55,6 +56,7 @@ class Loader:
         self._to_global: ToGlobalArrays | None = None  # the running pipeline's
         self._split: DecodeSplit | None = None  # hybrid decoding: the running pipeline's
         self._share = INITIAL_SHARE  # the readers' share of the rows, kept across restarts
+        self._reads: DaemonReads | None = None  # the running pipeline's reads (no workers)
         register_batch_pytree()
         self._missing = MissingKeys(
             spec.keys, tuple(spec.schema.strings), tuple(spec.schema.fields)
@@ -118,7 +120,8 @@ class Loader:
             if placement.decode_device == "hybrid" and placement.encoded:
                 blocks = device_blocks(self.spec.sharding, self.spec.rows, self.global_batch_size)
                 self._split = DecodeSplit(blocks, self._share)
-            self._iterator = self.grain_dataset().__iter__()
+            pipeline, self._reads = self._build()
+            self._iterator = pipeline.__iter__()
             self._iterator.start_prefetch()
             _RUNNING.add(self)
         return self
@@ -127,19 +130,23 @@ class Loader:
         self.start()
         try:
             batch = next(self._iterator)
+        except StopIteration:
+            raise
         except (WorkerTimeoutError, RemoteError) as e:
             # A stuck reader, or storage that gave up after its retries: the pipeline holds
             # the error and would raise it again. Dropped, so that the next next() reads the
             # same position anew (an outage that has ended costs one exception, not the loader).
             self._abandon(getattr(e, "pid", None))
             raise
-        except StopIteration:
-            raise
         except Exception as e:
-            failure = self._worker_failure()
+            # Whatever failed, this pipeline lost the batch: Grain drops the reader that
+            # raised (a dead worker's shard, or one that forwarded an error), and its next
+            # batches would be served in this one's place. Dropped too, so that the next
+            # next() reads this position anew, or raises again.
+            failure = self._worker_failure(e)
+            self._abandon(None)
             if failure is None:
                 raise
-            self._abandon(None)
             raise failure from e
         self._delivered += 1
         for store in self.spec.remote_stores.values():  # workers' reads in one line, here
@@ -148,28 +155,28 @@ class Loader:
         out.missing = self._missing  # a missing key's KeyError says why
         return out
 
-    def _worker_failure(self) -> Exception | None:
+    def _worker_failure(self, error: Exception) -> Exception | None:
         """The error behind a failed next() when a worker process ended under it: an
         unguarded script re-run by a worker, or a worker that died (a signal, a crash)."""
         unguarded = main_guard.explain_worker_crash()
         if unguarded is not None or self._workers is None:
             return unguarded
-        # A signal, or a status other than 0: a worker that raised had its error forwarded
-        # and exits normally (the original error is raised then), and an end whose status
-        # Grain collected first is not known to be a death.
-        ended = [w for w in self._workers.ended() if w.signal is not None or w.status]
-        if not ended:
+        dead = workers.death(self._workers, error)
+        if dead is None:
             return None
-        count, first = self.options.num_workers, ended[0]
+        count = self.options.num_workers
         # Worker i reads batches i, i + count, ... of the pipeline (Grain's round robin):
         # the first it owes from here on is the one it held.
-        held = self._delivered + (first.index - self._delivered) % count
-        return WorkerDiedError(
-            f"worker {first.index} of {count} (pid {first.pid}) {first.describe()} while "
+        held = self._delivered + (dead.index - self._delivered) % count
+        failure = WorkerDiedError(
+            f"worker {dead.index} of {count} (pid {dead.pid}) {dead.describe()} while "
             f"reading batch {held} ({self.spec.describe(self._start, held)}). The loader "
             f"stopped its readers; next() restarts them at position {self.position}, the "
             "batch not yet served"
         )
+        failure.pid, failure.signal, failure.status = dead.pid, dead.signal, dead.status
+        failure.position = self._start + held * self.spec.global_batch_size
+        return failure
 
     def _abandon(self, stuck_pid: int | None) -> None:
         """Drops a pipeline whose reader is stuck or dead; the next next() starts a new one
@@ -188,7 +195,7 @@ class Loader:
             store.restart()
 
         def close() -> None:
-            if registry is not None:  # first: the workers exit at once (WorkerRegistry.close)
+            if registry is not None:  # first: the workers stop reading (WorkerRegistry.close)
                 registry.close()
             if iterator is not None:
                 iterator.close()
@@ -200,15 +207,19 @@ class Loader:
     def _let_go(self) -> list[Any]:
         """The running pipeline's decode threads and split, to close (the share is kept
         for the next pipeline)."""
+        if self._reads is not None:  # a read stuck in a batch_transform is left behind
+            self._reads.release()
         parts = [p for p in (self._to_global, self._split) if p is not None]
         if self._split is not None:
             self._share = self._split.share
-        self._to_global = self._split = None
+        self._to_global = self._split = self._reads = None
         return parts
 
     def close(self) -> None:
         """Stop the background thread and the worker processes (a later next() restarts them)."""
-        if self._workers is not None:  # first: the workers exit at once (WorkerRegistry.close)
+        if self._reads is not None:  # first: nothing waits on a read stuck meanwhile
+            self._reads.release()
+        if self._workers is not None:  # then the workers stop reading (WorkerRegistry.close)
             self._workers.close()
             self._workers = None
         if self._iterator is not None:
@@ -349,9 +360,15 @@ class Loader:
 
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""
+        return self._build()[0]
+
+    def _build(self) -> tuple[grain.IterDataset, DaemonReads]:
+        """The pipeline, and its reads (for `close` to let go of, when the loader runs it)."""
         if self.spec.sharding is not None:
             self._to_global = ToGlobalArrays(self.spec, self._split)
-        return build_pipeline(self.read_batch(), self.num_batches, self._to_global, self._workers)
+        read_batch = self.read_batch()
+        pipeline = build_pipeline(read_batch, self.num_batches, self._to_global, self._workers)
+        return pipeline, read_batch.reads
 
     @property
     def decode_share(self) -> float | None:

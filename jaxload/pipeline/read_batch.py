@@ -24,6 +24,7 @@ from jaxload.pipeline import shared_batch
 from jaxload.pipeline.batch_schema import rename_key
 from jaxload.pipeline.decode_split import DecodeSplit
 from jaxload.pipeline.image_transforms import transform_rows
+from jaxload.pipeline.read_threads import DaemonReads
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.workers import raise_if_pipeline_closed
 from jaxload.storage.prefetch import BatchReads, Lookahead
@@ -127,6 +128,7 @@ class ReadBatch(grain.transforms.Map):
         )
         self.split = split  # hybrid decoding: the readers' share of each device's rows
         self.output_to_shared_memory = False
+        self.reads = DaemonReads()  # a stuck read never holds up exit (read_threads)
 
     def positions(self, k: int) -> np.ndarray:
         """Global stream positions of this host's rows of batch k."""
@@ -138,6 +140,9 @@ class ReadBatch(grain.transforms.Map):
 
     def map(self, k: int) -> Batch:
         raise_if_pipeline_closed()  # in a worker of a closed loader: nobody wants batch k
+        return self.reads.run(self._map, k)
+
+    def _map(self, k: int) -> Batch:
         reads = self.lookahead.before(int(k), self.positions) if self.lookahead else None
         if not self.output_to_shared_memory:
             return self._read(k, reads, None)

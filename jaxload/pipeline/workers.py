@@ -158,6 +158,34 @@ class WorkerRegistry:
                         self._ended[index] = end
 
 
+# Grain's error for a worker that ended under it (grain==0.2.18,
+# process_prefetch.ProcessPrefetchDatasetIterator): the exit code as multiprocessing gives
+# it, minus the signal number for a signal.
+_GRAIN_DEATH = re.compile(r"Worker process was terminated unexpectedly with exit code (-?\d+)")
+
+
+def death(registry: WorkerRegistry, error: BaseException) -> WorkerExit | None:
+    """The worker whose death failed the pipeline with `error`, or None when none died.
+
+    A worker that ended by a signal or with a status other than 0 died. One that ended
+    otherwise either forwarded an error of its own first (and is not a death: that error is
+    the cause) or was collected by someone else before the registry saw how it ended
+    (`multiprocessing.active_children()`, `Process.exitcode`, Grain itself): then Grain's
+    own error for it says the exit code."""
+    ended = registry.ended()
+    dead = [w for w in ended if w.signal is not None or w.status]
+    if dead:
+        return dead[0]
+    unknown = [w for w in ended if w.signal is None and w.status is None]
+    match = _GRAIN_DEATH.search(str(error)) if type(error) is RuntimeError else None
+    if not unknown or match is None:
+        return None
+    code = int(match.group(1))
+    if code < 0:
+        return dataclasses.replace(unknown[0], signal=-code)
+    return dataclasses.replace(unknown[0], status=code)
+
+
 def _ended(index: int, pid: int) -> WorkerExit | None:
     """How child `pid` ended, if it has (left unreaped), else None."""
     try:

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.sampling.mixture import normalized
+
 SIZES = ("frames", "anchors", "episodes", "uniform")
 
 
@@ -80,15 +82,17 @@ class MixtureWeights:
         size = np.ones(n) if self.by == "uniform" else np.asarray(sizes[self.by], np.float64)
         if self.cap is not None:
             size = np.minimum(size, self.cap)
-        w = size ** (1.0 / self.temperature)
+        # Each factor scaled to a maximum of 1 first: products of huge ones overflow.
+        w = (size / max(size.max(), 1e-300)) ** (1.0 / self.temperature)
         if multipliers is not None:
-            w = w * np.asarray(multipliers, np.float64)
+            m = np.asarray(multipliers, np.float64)
+            w = w * (m / max(m.max(), 1e-300))
         if w.sum() <= 0:
             raise ValueError(
                 f"MixtureWeights(by={self.by!r}): every dataset has weight 0 (sizes "
                 f"{size.tolist()}, multipliers {multipliers})"
             )
-        w = w / w.sum()
+        w = normalized(w)
         return w if self.max_share is None else _cap_shares(w, self.max_share)
 
 
@@ -138,8 +142,7 @@ def weights_table(
     """The mixture as a table: per dataset its episodes and frames, its weight (normalized),
     its exact share of a batch (after the block quotas), and how many of its epochs (of
     anchors) one million samples hold."""
-    w = np.asarray(weights, np.float64)
-    w = w / w.sum()
+    w = normalized(weights)
     rows = [("dataset", "episodes", "frames", "weight", "share of a batch", "epochs per 1M")]
     for name, f, e, a, weight, share in zip(
         names, frames, episodes, anchors, w, shares, strict=True

@@ -60,9 +60,10 @@ def is_jaxload_dataset(path: str | os.PathLike) -> bool:
     if not info.is_file():
         return False
     try:
-        return json.loads(info.read_text()).get("format") == fmt.FORMAT_NAME
+        raw = json.loads(info.read_text())
     except ValueError:
         return False
+    return isinstance(raw, dict) and raw.get("format") == fmt.FORMAT_NAME
 
 
 def check_dataset(

@@ -16,6 +16,7 @@ from jaxload import PipelineOptions, make_loader
 from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError, WorkerDiedError, WorkerTimeoutError
 from jaxload.pipeline import shared_batch
+from jaxload.pipeline import workers as workers_module
 from tests.pipeline.test_loader import assert_batches_equal
 from tests.support import fault_helpers
 
@@ -145,6 +146,64 @@ def test_a_killed_worker_raises_naming_it_and_no_batch_is_skipped(dataset):
     assert f"next() restarts them at position {4 * len(got)}" in message, message
     assert loader.get_state()["position"] == 4 * len(got)
     while len(got) < len(want):  # same position, new workers
+        got.append(next(loader))
+        assert loader.get_state()["position"] == 4 * len(got)
+    assert_batches_equal(got, want)
+    loader.close()
+
+
+def test_a_killed_worker_collected_by_someone_else_is_named_and_no_batch_is_skipped(
+    dataset, monkeypatch
+):
+    """The issue's case: when something else collects the dead worker's exit status before
+    the loader's watch does (`multiprocessing.active_children()`, `Process.exitcode`, or
+    Grain itself a second later), the first next() raised Grain's bare RuntimeError and
+    every later one skipped every other batch while `position` counted them consecutive."""
+    monkeypatch.setattr(workers_module, "WATCH_INTERVAL_S", 3600.0)  # the test collects first
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
+    want = [next(reference) for _ in range(16)]
+    options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    loader = make_loader(dataset, options=options, **KW)
+    got = [next(loader) for _ in range(3)]
+    workers = sorted(
+        (p for p in multiprocessing.active_children() if p.name.startswith("grain-process")),
+        key=lambda p: p.pid,
+    )
+    killed = workers[0]
+    os.kill(killed.pid, signal.SIGKILL)
+    assert _within(10, lambda: killed.exitcode is not None)  # collected here, not by the loader
+    assert killed.exitcode == -signal.SIGKILL
+    with pytest.raises(WorkerDiedError) as caught:
+        for _ in range(20):
+            got.append(next(loader))
+    error = caught.value
+    assert f"(pid {killed.pid}) was killed by signal 9 (SIGKILL" in str(error), str(error)
+    assert (error.pid, error.signal, error.status) == (killed.pid, signal.SIGKILL, None)
+    assert error.position == 4 * len(got) and loader.get_state()["position"] == 4 * len(got)
+    while len(got) < len(want):
+        got.append(next(loader))
+        assert loader.get_state()["position"] == 4 * len(got)
+    assert_batches_equal(got, want)
+    loader.close()
+
+
+def test_an_error_a_worker_forwards_leaves_no_batch_skipped(dataset, tmp_path):
+    """A worker's read that raises (here a transform failing once) is raised by next(); the
+    next next() reads that batch again. Before, Grain dropped that worker: the loader went
+    on serving every other batch while `position` counted them consecutive."""
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
+    want = [next(reference) for _ in range(12)]
+    flag = tmp_path / "flag"
+    flag.touch()
+    options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    transform = fault_helpers.FailsOnce(str(flag), want[5]["index"][0])
+    loader = make_loader(dataset, options=options, batch_transform=transform, **KW)
+    got = []
+    with pytest.raises(OSError, match="transient failure"):
+        while len(got) < len(want):
+            got.append(next(loader))
+    assert not flag.exists() and loader.get_state()["position"] == 4 * len(got)
+    while len(got) < len(want):
         got.append(next(loader))
         assert loader.get_state()["position"] == 4 * len(got)
     assert_batches_equal(got, want)

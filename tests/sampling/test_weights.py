@@ -64,3 +64,18 @@ def test_the_table_names_every_column():
     ]
     assert a.split() == ["a", "2", "100", "0.6667", "70.00%", f"{0.7e6 / 90:,.1f}"]
     assert b.split()[-2:] == ["30.00%", f"{0.3e6 / 45:,.1f}"]
+
+
+def test_weights_whose_sum_overflows_are_still_their_ratio():
+    """[1e308, 1e308] summed to inf: every share became 0 and locate() raised IndexError."""
+    schedule = MixtureSchedule([1e308, 1e308], seed=0)
+    assert (
+        np.allclose(schedule.weights, [0.5, 0.5])
+        and schedule.quota.tolist() == [schedule.block_size // 2] * 2
+    )
+    dataset, position = schedule.locate(np.arange(64))
+    assert np.bincount(dataset).tolist() == [32, 32] and position.min() >= 0
+    assert np.allclose(MixtureSchedule([1e308, 5e307], seed=0).weights, [2 / 3, 1 / 3])
+    rule = MixtureWeights(by="frames")
+    assert np.allclose(rule.resolve({"frames": [1e308, 1e308]}, [1e308, 1e308]), [0.5, 0.5])
+    assert "50.0" in weights_table(["a", "b"], [1, 1], [1, 1], [1, 1], [1e308, 1e308], [0.5, 0.5])
