@@ -8,7 +8,7 @@ through a `jaxload.format.storage.DatasetStorage`: a local directory, or an obje
 
     files = DatasetFiles("out/demo")                 # or DatasetFiles(open_storage(url))
     files.info.fps, len(files.episodes)
-    for row, frames in files.iter_frame_rows():   # structured arrays, episode by episode
+    for frames in files.iter_frames():        # structured arrays of frame rows, in order
         ...
     init, gop = files.read_gop(row=0, camera="observation.images.top", segment=0)
 
@@ -28,8 +28,9 @@ from jaxload.format.episodes import Episodes, load_episodes, load_tasks
 from jaxload.format.layout import DatasetInfo
 from jaxload.format.storage import DatasetStorage, LocalDirectory, as_storage
 
-# Frame-block records per read when streaming every frame (stats): few calls, bounded memory.
-READ_BLOCKS = 64
+# Frame-block records per read when streaming every frame (stats): few calls, bounded memory
+# (a pass over 100k one-block episodes: 1.24 s with 64, 0.58 s with 512; blocks are a few KB).
+READ_BLOCKS = 512
 
 Where = str | os.PathLike | DatasetStorage  # a dataset's directory, or its storage
 
@@ -82,33 +83,62 @@ class DatasetFiles:
     def tasks(self) -> dict[int, str]:
         return read_tasks(self.storage)
 
-    def iter_frame_rows(
+    def iter_frames(
         self, rows: Sequence[int] | None = None, *, blocks_per_read: int = READ_BLOCKS
-    ) -> Iterator[tuple[int, np.ndarray]]:
-        """(row, frames) for every episode (or `rows`), `blocks_per_read` frame blocks at
-        a time, checked to hold whole frames and exactly the episode's length."""
+    ) -> Iterator[np.ndarray]:
+        """The frame rows of every episode (or of `rows`) in order, in structured arrays of
+        at most `blocks_per_read` frame blocks, each episode's checked to be whole frames
+        and exactly its length.
+
+        Each array is one read of consecutive records (several short episodes per read
+        where their blocks follow each other, as in a tabular dataset): the reads cost time
+        linear in the records, whatever the number of episodes or the size of the shards."""
+        ep, seen = self.episodes, 0
+        run: list[tuple[int, int, bool]] = []  # (row, blocks, ends its episode) per piece
+        shard = first = end = -1
+
+        def read_run() -> np.ndarray | None:
+            nonlocal seen
+            if not run:
+                return None
+            dtype = self.info.frame_dtype
+            data = self.readers.read(shard, range(first, end))
+            at = 0
+            for row, count, last in run:
+                size = sum(len(r) for r in data[at : at + count])
+                at += count
+                if size % dtype.itemsize:
+                    raise DatasetError(
+                        f"{ep.where(row)}: frame records of {size} bytes do not hold whole "
+                        f"rows of {dtype.itemsize} bytes"
+                    )
+                seen += size // dtype.itemsize
+                if last and seen != int(ep.length[row]):
+                    raise DatasetError(
+                        f"{ep.where(row)}: {seen} frame rows for length {ep.length[row]}"
+                    )
+                seen = 0 if last else seen
+            return np.frombuffer(b"".join(data), dtype=dtype)
+
         try:
-            for row in range(len(self.episodes)) if rows is None else rows:
-                for frames in self._episode_rows(row, blocks_per_read):
-                    yield row, frames
+            for row in range(len(ep)) if rows is None else rows:
+                blocks = ep.frame_records(row)
+                for start in range(blocks.start, blocks.stop, blocks_per_read):
+                    count = min(blocks_per_read, blocks.stop - start)
+                    if (
+                        ep.shard[row] != shard
+                        or start != end
+                        or end + count > first + blocks_per_read
+                    ):
+                        if (frames := read_run()) is not None:
+                            yield frames
+                        shard, first, end, run = int(ep.shard[row]), start, start, []
+                    run.append((row, count, start + count == blocks.stop))
+                    end += count
+            if (frames := read_run()) is not None:
+                yield frames
         finally:
             self.readers.close()
-
-    def _episode_rows(self, row: int, blocks_per_read: int) -> Iterator[np.ndarray]:
-        dtype, ep = self.info.frame_dtype, self.episodes
-        ids, seen = ep.frame_records(row), 0
-        for first in range(0, len(ids), blocks_per_read):
-            data = b"".join(self.readers.read(int(ep.shard[row]), ids[first:][:blocks_per_read]))
-            if len(data) % dtype.itemsize:
-                raise DatasetError(
-                    f"{ep.where(row)}: frame records of {len(data)} bytes do not hold whole "
-                    f"rows of {dtype.itemsize} bytes"
-                )
-            frames = np.frombuffer(data, dtype=dtype)
-            seen += len(frames)
-            yield frames
-        if seen != int(ep.length[row]):
-            raise DatasetError(f"{ep.where(row)}: {seen} frame rows for length {ep.length[row]}")
 
     def read_gop(self, row: int, camera: str, segment: int) -> tuple[bytes, bytes]:
         """(init segment, GOP record) of `camera`'s GOP number `segment` in episode `row`."""
