@@ -190,7 +190,7 @@ def convert(
             info = _dataset_info(job, assembled, done)
             offsets = write_offsets(state.dataset_dir, assembled.shard_records)
             info = dataclasses.replace(info, offsets_xxh3=offsets)
-            _write_meta(state.dataset_dir, source, assembled.rows, info)
+            _write_meta(state.dataset_dir, source, assembled.rows(), info)
             crash_point("meta")
             state.mark_published(info.fingerprint)
             crash_point("published")
@@ -411,19 +411,24 @@ class _Evictor:
 
 
 def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> DatasetInfo:
-    source, options, rows = job.source, job.options, assembled.rows
+    source, options = job.source, job.options
     cameras = {cam: _camera(source, options, cam) for cam in source.camera_keys}
+    frames = episodes = 0
+
+    def counted(rows):  # the episodes, counted as the fingerprint hashes them
+        nonlocal frames, episodes
+        for row in rows:
+            frames, episodes = frames + row["length"], episodes + 1
+            yield row["episode_index"], row["length"], row["tasks"]
+
+    strings = [k for k, f in job.features.items() if f.is_string]
     fingerprint = fmt.content_fingerprint(
         source.fps,
         job.features,
         cameras,
-        [(r["episode_index"], r["length"], r["tasks"]) for r in rows],
+        counted(assembled.rows()),
         assembled.digest,
-        {
-            k: [r[fmt.strings_column(k)] for r in rows]
-            for k, f in job.features.items()
-            if f.is_string
-        },
+        {k: (r[fmt.strings_column(k)] for r in assembled.rows()) for k in strings},
     )
     described = {
         "format": "lerobot",
@@ -435,8 +440,8 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
         described["revision"] = source.files.sha
     return DatasetInfo(
         fps=source.fps,
-        total_frames=int(sum(r["length"] for r in rows)),
-        total_episodes=len(rows),
+        total_frames=int(frames),
+        total_episodes=episodes,
         features=job.features,
         cameras=cameras,
         num_shards=assembled.num_shards,

@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -278,23 +278,44 @@ def content_fingerprint(
     fps: int,
     features: Mapping[str, Feature],
     cameras: Mapping[str, Camera],
-    episodes: list[tuple[int, int, list[str]]],
+    episodes: Iterable[tuple[int, int, Sequence[str]]],
     records_sha256: str,
-    strings: Mapping[str, Sequence[Sequence[str]]] | None = None,
+    strings: Mapping[str, Iterable[Sequence[str]]] | None = None,
 ) -> str:
     """Identifies a dataset's content: its schema, episodes (id, length, tasks), the
     per-episode vocabularies of string features and the sha256 of every record in shard
-    order. Independent of paths and library versions."""
-    content = {
-        "fps": fps,
-        "features": {k: f.to_json() for k, f in features.items()},
-        "cameras": {k: c.to_json() for k, c in cameras.items()},
-        "episodes": [[int(e), int(n), list(t)] for e, n, t in episodes],
-        "records": records_sha256,
-    }
-    if strings:  # absent without string features: older fingerprints stay valid
-        content["strings"] = {k: [list(v) for v in per_ep] for k, per_ep in strings.items()}
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    order. Independent of paths and library versions.
+
+    It is the sha256 of the canonical JSON (sorted keys) of {"fps", "features", "cameras",
+    "episodes": [[id, length, tasks], ...], "records"[, "strings": {key: [[...], ...]}]}
+    ("strings" only with string features: older fingerprints stay valid), hashed as it is
+    written: `episodes` and each `strings[key]` are iterated once, never held."""
+    digest = hashlib.sha256()
+
+    def put(text: str) -> None:
+        digest.update(text.encode())
+
+    def items(values: Iterable[Any]) -> None:
+        put("[")
+        for i, value in enumerate(values):
+            put((", " if i else "") + json.dumps(value, sort_keys=True))
+        put("]")
+
+    put('{"cameras": ' + json.dumps({k: c.to_json() for k, c in cameras.items()}, sort_keys=True))
+    put(', "episodes": ')
+    items([int(e), int(n), list(t)] for e, n, t in episodes)
+    put(
+        ', "features": ' + json.dumps({k: f.to_json() for k, f in features.items()}, sort_keys=True)
+    )
+    put(f', "fps": {json.dumps(fps)}, "records": {json.dumps(records_sha256)}')
+    if strings:
+        put(', "strings": {')
+        for i, key in enumerate(sorted(strings)):
+            put((", " if i else "") + json.dumps(key) + ": ")
+            items(list(v) for v in strings[key])
+        put("}")
+    put("}")
+    return digest.hexdigest()
 
 
 def hash_record(digest, record: bytes) -> None:
