@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.errors import DatasetChangedError, DatasetError
-from jaxload.format import layout
+from jaxload.format import layout, sealing
 from jaxload.format.columns import Columns, ColumnsGone, _attach
 from jaxload.format.episode_checks import check_gops, check_record_layout, check_table
 from jaxload.format.layout import DatasetInfo
@@ -381,6 +381,9 @@ def _attach_or_none(shared: tuple, storage: DatasetStorage, info: DatasetInfo | 
 # --- reading the parquet tables ------------------------------------------------------------
 
 
+_DIGESTED = {"index": "episode_index", "length": "length"}  # columns -> their parquet names
+
+
 def episode_columns(cameras: Sequence[str] | Mapping[str, Any]) -> list[str]:
     """The columns of meta/episodes.parquet for these cameras (what the reader needs)."""
     columns = ["episode_index", "length", "tasks", "shard", "frames_record_start"]
@@ -405,6 +408,7 @@ def _read_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
     table = file.read(scalars.values())
     columns = {name: _ints(table, column, path) for name, column in scalars.items()}
     check_table(path, info, columns)
+    digests = {name: sealing.ints_digest(columns[key]) for key, name in _DIGESTED.items()}
     columns["start"] = np.cumsum(columns["length"]) - columns["length"]
     # One camera's GOP table at a time (DROID's are 6.8 million values each), each checked
     # (tiling, or fixed GOPs) and dropped unless its starts are irregular.
@@ -412,6 +416,7 @@ def _read_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
     for cam in info.cameras:
         column = layout.segment_column(cam, "segment_starts")
         offsets, starts = _int_lists(file.read([column])[column], f"{path}: column {column}")
+        digests[column] = sealing.int_lists_digest(np.diff(offsets), starts)
         gop = info.cameras[cam].gop
         gops[cam] = gop if gop and regular(offsets, starts, columns["length"], gop) else None
         check_gops(path, cam, columns, offsets, starts, tiled=gops[cam] is not None)
@@ -420,11 +425,16 @@ def _read_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
             columns[f"gops/{cam}/first"] = offsets
             columns[f"gops/{cam}/position"] = starts + np.repeat(columns["start"], counts[cam])
     check_record_layout(path, info, columns, counts)
-    columns |= _string_lists("tasks", file.read(["tasks"])["tasks"], f"{path}: column tasks")
-    for key in strings:
-        column = layout.strings_column(key)
+    for key, column in [
+        ("tasks", "tasks"),
+        *((f"strings/{k}", layout.strings_column(k)) for k in strings),
+    ]:
         values = file.read([column])[column]
-        columns |= _string_lists(f"strings/{key}", values, f"{path}: column {column}")
+        columns |= _string_lists(key, values, f"{path}: column {column}")
+        digests[column] = sealing.string_lists_digest(*_lists(values))
+    # What the records were written with (format 5): a GOP table shifted by a frame, or
+    # any other column edited after conversion, fails here, naming the column.
+    sealing.check_table(path, info.metadata_xxh3 or {}, digests)
     del table, file
     pa.default_memory_pool().release_unused()  # what decoding the parquet took, to the OS
     return Episodes(Columns(columns), gops, strings, storage, info)
