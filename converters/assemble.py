@@ -5,19 +5,24 @@ Parts are read in unit order and their episodes appended to shards by `ShardWrit
 depend only on the episodes, not on how the units were run. Each finished shard is
 checkpointed (`assembly/shard-NNNNN.json`: the episodes it ends before and their rows)
 and the parts it used up are deleted, so the partial directory holds about one copy of
-the output, and a run killed during assembly resumes at the next shard: the records of
-the finished shards are re-read once to continue the content digest.
+the output, and a run killed during assembly resumes at the next shard.
+
+Records are sealed with the key of the content (`converters/content.py`), worked out from
+the units' records before assembly; each episode's records are checked against the digest
+its unit recorded as they are copied, so a part damaged on disk is converted again instead
+of being sealed as valid.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from jaxload import format as fmt
@@ -25,17 +30,23 @@ from jaxload.converters.partial import JobState, crash_point, write_json_durable
 from jaxload.converters.plan import Unit
 from jaxload.converters.writer import ShardWriter
 from jaxload.errors import JaxloadError
+from jaxload.format import sealing
 from jaxload.format.shards import open_shard
 
-READ_BATCH = 256  # records per read when re-hashing a finished shard
+# meta/episodes.parquet is written this many episodes per row group (memory stays bounded).
+ROW_GROUP_EPISODES = 4096
 
 
 @dataclasses.dataclass
 class Assembled:
-    rows: list[dict[str, Any]]  # meta/episodes.parquet rows, in episode order
+    state: JobState  # its shard checkpoints hold the meta/episodes.parquet rows
     num_shards: int
-    digest: str  # sha256 over every record in shard order (fmt.hash_record)
     shard_records: tuple[int, ...] = ()  # records per shard
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """meta/episodes.parquet's rows in episode order, read shard by shard."""
+        for shard in range(self.num_shards):
+            yield from self.state.checkpoint_rows(shard)
 
 
 def reconcile(state: JobState, units: Sequence[Unit]) -> None:
@@ -64,14 +75,18 @@ def assemble(
     records: dict[int, dict[str, Any]],
     cameras: Sequence[str],
     shard_bytes: int,
-    record_seed: int | None = None,
+    records_key: int,
 ) -> Assembled:
-    """Writes every shard (resuming after the last checkpoint) into state.dataset_dir."""
+    """Writes every shard (resuming after the last checkpoint) into state.dataset_dir,
+    each record sealed with `records_key` (`converters/content.py`)."""
     checkpoints = state.shard_checkpoints()
-    rows = [row for checkpoint in checkpoints for row in checkpoint["rows"]]
-    digest = hashlib.sha256()
     for checkpoint in checkpoints:
-        _rehash(state.dataset_dir / fmt.shard_path(checkpoint["shard"]), digest)
+        if checkpoint.get("records_key") != records_key:
+            raise JaxloadError(
+                f"{state.shard_checkpoint_path(checkpoint['shard'])}: the shards assembled "
+                "before were sealed for other content than the finished units hold now (a "
+                "unit converted again gave other records); rerun with --restart"
+            )
     resume_at = checkpoints[-1]["stop"] if checkpoints else 0
     stops = _unit_stops(units)
     shard_rows: list[dict[str, Any]] = []
@@ -86,15 +101,15 @@ def assemble(
             "stop": appended,
             "records": count,
             "size": size,
+            "records_key": records_key,
             "rows": list(shard_rows),
         }
         write_json_durable(state.shard_checkpoint_path(shard), checkpoint)
-        rows.extend(shard_rows)
         shard_rows.clear()
         while next_unit < len(units) and stops[next_unit] <= appended:
             index = units[next_unit].index
             if not records[index].get("assembled"):
-                state.mark_assembled(index, records[index])
+                state.mark_assembled(index)
                 records[index] = records[index] | {"assembled": True}
             next_unit += 1
         crash_point("shard-checkpoint")
@@ -103,9 +118,8 @@ def assemble(
         state.dataset_dir,
         shard_bytes,
         first_shard=len(checkpoints),
-        digest=digest,
         on_close=on_close,
-        record_seed=record_seed,
+        record_seed=records_key,
     )
     try:
         for unit, stop in zip(units, stops):
@@ -113,10 +127,11 @@ def assemble(
                 continue
             first = stop - len(unit.episodes)
             for position, (episode, blocks) in enumerate(
-                _part_episodes(state, records[unit.index], cameras), start=first
+                _part_episodes(state, unit.index, cameras), start=first
             ):
                 if position < resume_at:
                     continue
+                _check_payloads(state, unit.index, episode, blocks)
                 shard, starts = writer.append_episode(blocks)
                 shard_rows.append(_row(episode, shard, starts, cameras))
                 appended = position + 1
@@ -125,14 +140,18 @@ def assemble(
         writer.abort()
         raise
     counts = tuple(c["records"] for c in state.shard_checkpoints())
-    return Assembled(rows, writer.num_shards, digest.hexdigest(), counts)
+    return Assembled(state, writer.num_shards, counts)
 
 
 def write_episodes(
-    path: Path, rows: Sequence[dict[str, Any]], cameras: Sequence[str], strings: Sequence[str]
+    path: Path, rows: Iterable[dict[str, Any]], cameras: Sequence[str], strings: Sequence[str]
 ) -> None:
-    """meta/episodes.parquet at `path`."""
-    pq.write_table(fmt.episodes_table(rows, cameras, strings), path)
+    """meta/episodes.parquet at `path`, ROW_GROUP_EPISODES rows at a time."""
+    schema = fmt.episodes_table([], cameras, strings).schema
+    rows = iter(rows)
+    with pq.ParquetWriter(path, schema) as writer:
+        while group := list(itertools.islice(rows, ROW_GROUP_EPISODES)):
+            writer.write_table(fmt.episodes_table(group, cameras, strings))
 
 
 def _unit_stops(units: Sequence[Unit]) -> list[int]:
@@ -144,13 +163,13 @@ def _unit_stops(units: Sequence[Unit]) -> list[int]:
     return stops
 
 
-def _part_episodes(state: JobState, record: dict[str, Any], cameras: Sequence[str]):
+def _part_episodes(state: JobState, unit: int, cameras: Sequence[str]):
     """(episode record, record blocks) of each episode in a unit's part, in order.
 
     A part that cannot be read (a damaged disk) is forgotten with its record, so the
     rerun the error asks for converts that unit again.
     """
-    unit = record["unit"]
+    episodes = state.unit_episodes(unit)
     path = state.part_path(unit)
     try:
         reader = open_shard(path)
@@ -158,7 +177,7 @@ def _part_episodes(state: JobState, record: dict[str, Any], cameras: Sequence[st
         raise _bad_part(state, unit, e) from e
     try:
         start = 0
-        for episode in record["episodes"]:
+        for episode in episodes:
             counts = [episode["frame_records"]]
             counts += [
                 fmt.camera_record_count(len(episode["videos"][cam]["segment_starts"]))
@@ -178,7 +197,19 @@ def _part_episodes(state: JobState, record: dict[str, Any], cameras: Sequence[st
         reader.close()
 
 
-def _bad_part(state: JobState, unit: int, error: Exception) -> JaxloadError:
+def _check_payloads(state: JobState, unit: int, episode: dict[str, Any], blocks) -> None:
+    """The episode's records as its unit recorded them (`sealing.episode_digest`)."""
+    digest = sealing.episode_digest(record for block in blocks for record in block)
+    if digest.hex() != episode["payload_sha256"]:
+        raise _bad_part(
+            state,
+            unit,
+            f"episode {episode['episode_index']}'s records differ from the digest its unit "
+            "recorded",
+        )
+
+
+def _bad_part(state: JobState, unit: int, error: Exception | str) -> JaxloadError:
     state.unit_record_path(unit).unlink(missing_ok=True)
     state.part_path(unit).unlink(missing_ok=True)
     return JaxloadError(
@@ -206,23 +237,13 @@ def _row(episode: dict[str, Any], shard: int, starts: list[int], cameras: Sequen
     return row
 
 
-def _rehash(path: Path, digest) -> None:
-    reader = open_shard(path)
-    try:
-        n = reader.num_records()
-        for first in range(0, n, READ_BATCH):
-            for record in reader.read(list(range(first, min(first + READ_BATCH, n)))):
-                fmt.hash_record(digest, record)
-    finally:
-        reader.close()
-
-
 def fidelity(records: dict[int, dict[str, Any]], cameras: Sequence[str]):
-    """camera -> (min, mean) PSNR over every frame of every episode (dB, inf = lossless)."""
+    """camera -> (min, mean) PSNR over every frame of every episode (dB, inf = lossless),
+    from the units' summaries (`jaxload.converters.partial.unit_summary`)."""
     out = {}
     for cam in cameras:
-        videos = [e["videos"][cam] for _, r in sorted(records.items()) for e in r["episodes"]]
-        count = sum(v["psnr_count"] for v in videos)
-        total = math.fsum(float(v["psnr_sum"]) for v in videos)
-        out[cam] = (min(float(v["psnr_min"]) for v in videos), total / max(count, 1))
+        parts = [record["psnr"][cam] for _, record in sorted(records.items())]
+        count = sum(c for _, _, c in parts)
+        total = math.fsum(np.concatenate([sums for _, sums, _ in parts]).tolist())
+        out[cam] = (min(lo for lo, _, _ in parts), total / max(count, 1))
     return out

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from jaxload import format as fmt
 from jaxload.converters import video
 from jaxload.converters.assemble import Assembled, assemble, fidelity, reconcile, write_episodes
+from jaxload.converters.content import Content, job_content
 from jaxload.converters.engines import Engine, make_engine
 from jaxload.converters.fidelity import choose_crfs
 from jaxload.converters.hub import HubClient, HubFiles
@@ -55,6 +56,7 @@ from jaxload.converters.options import (
     check_numbers,
     encode_options,
     parse_episodes,
+    resize_record,
 )
 from jaxload.converters.partial import JobState, PlanMismatch, crash_point, partial_dir
 from jaxload.converters.plan import (
@@ -192,13 +194,17 @@ def convert(
             done = state.done_units()
             with make_engine(engine, workers, ray_address=ray_address) as runner:
                 stats = _run_units(job, state, done, runner, progress, owns_cache=cache_dir is None)
-            assembled = assemble(
-                state, job.units, done, source.camera_keys, shard_bytes, job.record_seed
+            cameras = {cam: _camera(source, job.options, cam) for cam in source.camera_keys}
+            content = job_content(
+                state, job.units, job.record_seed, source.fps, job.features, cameras
             )
-            info = _dataset_info(job, assembled, done)
+            assembled = assemble(
+                state, job.units, done, source.camera_keys, shard_bytes, content.key
+            )
+            info = _dataset_info(job, assembled, done, cameras, content)
             offsets = write_offsets(state.dataset_dir, assembled.shard_records)
             info = dataclasses.replace(info, offsets_xxh3=offsets)
-            _write_meta(state.dataset_dir, source, assembled.rows, info)
+            _write_meta(state.dataset_dir, source, assembled.rows(), info)
             crash_point("meta")
             state.mark_published(info.fingerprint)
             crash_point("published")
@@ -234,7 +240,7 @@ class _Job:
     repo_id: str | None
     units: list[Unit]
     document: dict[str, Any]
-    record_seed: int  # keys the record checksums: differs between conversions of other content
+    record_seed: int  # records.seed: the settings part of the record key (converters/content.py)
 
     @classmethod
     def plan(cls, source, episodes, options, shard_bytes, repo_id) -> _Job:
@@ -274,9 +280,10 @@ class _Job:
 
 
 def _record_seed(source, selected, features, settings) -> int:
-    """The key of the record checksums: from what the dataset holds and how it is encoded,
-    never from paths or the source's layout (v2.1 and v3.0 of the same data convert to
-    the same bytes), so two conversions of different content key their records apart."""
+    """records.seed, the settings part of the record key: from what the dataset holds and
+    how it is encoded, never from paths or the source's layout (v2.1 and v3.0 of the same
+    data convert to the same bytes). The content part (every record's payload, the
+    metadata that places frames) is added by `converters/content.py`."""
     episodes = [[e, source.episode(e).length, list(source.episode(e).tasks)] for e in selected]
     encoding = {k: v for k, v in settings.items() if k != "repo_id"}  # a label, not content
     content = [source.fps, {k: f.to_json() for k, f in features.items()}, episodes, encoding]
@@ -418,21 +425,14 @@ class _Evictor:
 # --- finishing ------------------------------------------------------------------------------
 
 
-def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> DatasetInfo:
-    source, options, rows = job.source, job.options, assembled.rows
-    cameras = {cam: _camera(source, options, cam) for cam in source.camera_keys}
-    fingerprint = fmt.content_fingerprint(
-        source.fps,
-        job.features,
-        cameras,
-        [(r["episode_index"], r["length"], r["tasks"]) for r in rows],
-        assembled.digest,
-        {
-            k: [r[fmt.strings_column(k)] for r in rows]
-            for k, f in job.features.items()
-            if f.is_string
-        },
-    )
+def _dataset_info(
+    job: _Job,
+    assembled: Assembled,
+    done: dict[int, dict],
+    cameras: dict[str, Camera],
+    content: Content,
+) -> DatasetInfo:
+    source, options = job.source, job.options
     described = {
         "format": "lerobot",
         "codebase_version": source.codebase_version,
@@ -441,15 +441,16 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
     }
     if isinstance(source.files, HubFiles):
         described["revision"] = source.files.sha
-    return DatasetInfo(
+    info = DatasetInfo(
         fps=source.fps,
-        total_frames=int(sum(r["length"] for r in rows)),
-        total_episodes=len(rows),
+        total_frames=content.frames,
+        total_episodes=content.episodes,
         features=job.features,
         cameras=cameras,
         num_shards=assembled.num_shards,
-        fingerprint=fingerprint,
+        fingerprint=content.fingerprint,
         record_seed=job.record_seed,
+        metadata_xxh3=content.metadata,
         shard_records=assembled.shard_records,
         source=described,
         converter={
@@ -464,7 +465,7 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
             "min_psnr": options.min_psnr,
             "image_min_psnr": options.image_min_psnr,
             "camera_crf": dict(options.camera_crf),
-            **_resize_record(source, options),
+            **resize_record(options, {cam: source.camera_size(cam) for cam in source.camera_keys}),
             "shard_bytes": job.shard_bytes,
             "fidelity_psnr_db": {
                 cam: {"min": _finite(lo), "mean": _finite(mean)}
@@ -472,18 +473,11 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
             },
         },
     )
-
-
-def _resize_record(source: LeRobotSource, options: video.EncodeOptions) -> dict[str, Any]:
-    """info.json's record of --resize/--max-size: the flag and each camera's source size
-    (nothing when neither was given)."""
-    if options.resize is None and options.max_size is None:
-        return {}
-    return {
-        "resize": None if options.resize is None else "{}x{}".format(*options.resize),
-        "max_size": options.max_size,
-        "camera_source_sizes": {cam: list(source.camera_size(cam)) for cam in source.camera_keys},
-    }
+    # info.json as a reader will see it must check out and derive the key just used.
+    again = DatasetInfo.from_json(json.loads(json.dumps(info.to_json())), fmt.INFO_PATH)
+    if again.records_key != content.key:
+        raise AssertionError("info.json does not derive the key its records were sealed with")
+    return info
 
 
 def _camera(source: LeRobotSource, options: video.EncodeOptions, cam: str) -> Camera:

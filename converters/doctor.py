@@ -65,7 +65,7 @@ def _checks(files: Files) -> list[CheckResult]:
         if state["reader"] is lerobot_v21.LeRobotV21Source:
             count = len(lerobot_v21.read_episodes(files, info))
         else:
-            count = lerobot_v3.read_episodes(files, info).num_rows
+            count = len(lerobot_v3.read_episodes(files, info))
         return f"{count} episodes tile [0, {info['total_frames']})"
 
     def tasks():

@@ -196,10 +196,16 @@ class LeRobotSource(abc.ABC):
         digest = hashlib.sha256()
         for rel in self.meta_files():
             digest.update(rel.encode() + b"\0")
-            digest.update(self.files.read_bytes(rel))
+            with open(self.files.local(rel), "rb") as f:  # in pieces: a file may be large
+                while piece := f.read(1 << 20):
+                    digest.update(piece)
         return digest.hexdigest()
 
     def read_data_file(self, rel: str, what: str | None = None) -> pa.Table:
+        return self.open_data_file(rel, what).table
+
+    def open_data_file(self, rel: str, what: str | None = None) -> DataFile:
+        """The data file at `rel`, read once for the episodes converted in a row."""
         return read_data_file(self.files.local(rel, what), self.files.describe(rel))
 
     def check_episode_rows(self, frames: pa.Table, episode: Episode, rel: str) -> None:
@@ -307,7 +313,30 @@ def check_episode_rows(frames: pa.Table, episode: Episode, where: str) -> None:
         raise SourceError(f"{where}: episode {ep}: frame_index is not 0..{length - 1}")
 
 
-def read_data_file(path: Path, where: str) -> pa.Table:
+class DataFile:
+    """A data file's rows, one Arrow chunk per column (lerobot writes a row group per
+    episode, and slicing across thousands of chunks costs milliseconds each), with its
+    `index` column as numpy: an episode's rows are found by binary search, so reading
+    every episode of a file costs time linear in its rows."""
+
+    def __init__(self, table: pa.Table):
+        try:
+            self.table = table.combine_chunks()
+        except pa.ArrowInvalid:  # a column too large for one chunk: slices stay correct
+            self.table = table
+        self.index = self.table["index"].to_numpy()
+        self._sorted = bool(np.all(np.diff(self.index) > 0))
+
+    def rows(self, start: int, length: int) -> pa.Table:
+        """The rows whose `index` is in [start, start + length), in file order."""
+        if self._sorted:
+            first, last = np.searchsorted(self.index, [start, start + length])
+            return self.table.slice(int(first), int(last - first))
+        rows = np.flatnonzero((self.index >= start) & (self.index < start + length))
+        return self.table.take(pa.array(rows))
+
+
+def read_data_file(path: Path, where: str) -> DataFile:
     """Data files may hold many episodes; a worker converting them in order reads each once
     (kept while its size, mtime and ctime stay: a file fixed in place is read again)."""
     try:
@@ -318,12 +347,12 @@ def read_data_file(path: Path, where: str) -> pa.Table:
 
 
 @functools.lru_cache(maxsize=2)
-def _read_data_file(path: Path, where: str, stamp: tuple[int, int, int] | None) -> pa.Table:
+def _read_data_file(path: Path, where: str, stamp: tuple[int, int, int] | None) -> DataFile:
     table = read_parquet(path, where)
     for col in ("index", "episode_index", "frame_index", "timestamp"):
         if col not in table.column_names:
             raise SourceError(f"{where}: column {col!r} missing")
-    return table
+    return DataFile(table)
 
 
 def read_parquet(path: Path, where: str | None = None) -> pa.Table:

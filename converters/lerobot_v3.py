@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import collections
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jaxload.converters.files import Files, LocalFiles
@@ -32,6 +32,11 @@ from jaxload.errors import SourceError
 
 SUPPORTED_VERSIONS = ("v3.0",)
 EPISODES_GLOB = "meta/episodes/chunk-*/file-*.parquet"
+# A meta/episodes file with a larger footer is read in a child process. pyarrow expands a
+# parquet footer about 8x when it opens a file and does not give that memory back to the
+# OS: lerobot writes 10 episodes per row group, and 100k episodes make a 106 MB footer,
+# 870 MB once parsed (benchmarks/bench_scale.py). The child returns only the columns used.
+INLINE_FOOTER_BYTES = 16 << 20
 
 
 class LeRobotV3Source(LeRobotSource):
@@ -51,58 +56,44 @@ class LeRobotV3Source(LeRobotSource):
         super().__init__(files if isinstance(files, Files) else LocalFiles(files))
         self.episodes = read_episodes(self.files, self.info)
         self._tasks = read_tasks(self.files)
-        self._rows = {r["episode_index"]: r for r in self.episodes.to_pylist()}
-        self._ids = list(self._rows)
 
     @property
     def episode_ids(self) -> list[int]:
-        return self._ids
+        return self.episodes.index.tolist()
 
     @property
     def tasks(self) -> dict[int, str]:
         return self._tasks
 
-    def _row(self, episode: int) -> dict[str, Any]:
-        if episode not in self._rows:
-            raise SourceError(f"{self.root}: no episode {episode}")
-        return self._rows[episode]
-
     def episode(self, episode: int) -> Episode:
-        row = self._row(episode)
+        row = self.episodes.row(episode, self.root)
         return Episode(
-            int(row["episode_index"]),
-            int(row["length"]),
-            int(row["dataset_from_index"]),
-            tuple(row["tasks"]),
+            int(self.episodes.index[row]),
+            int(self.episodes.length[row]),
+            int(self.episodes.start[row]),
+            self.episodes.tasks[row],
         )
 
     def data_file(self, episode: int) -> str:
-        row = self._row(episode)
-        return self.path_of(
-            "data_path", chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
-        )
+        row = self.episodes.row(episode, self.root)
+        chunk, file = self.episodes.files["data"][:, row]
+        return self.path_of("data_path", chunk_index=int(chunk), file_index=int(file))
 
     def video_span(self, episode: int, camera: str) -> VideoSpan:
-        row = self._row(episode)
+        row = self.episodes.row(episode, self.root)
+        chunk, file = self.episodes.files[camera][:, row]
         rel = self.path_of(
-            "video_path",
-            video_key=camera,
-            chunk_index=row[f"videos/{camera}/chunk_index"],
-            file_index=row[f"videos/{camera}/file_index"],
+            "video_path", video_key=camera, chunk_index=int(chunk), file_index=int(file)
         )
-        return VideoSpan(
-            rel,
-            float(row[f"videos/{camera}/from_timestamp"]),
-            float(row[f"videos/{camera}/to_timestamp"]),
-        )
+        begin, end = self.episodes.spans[camera][:, row]
+        return VideoSpan(rel, float(begin), float(end))
 
     def episode_frames(self, episode: int) -> pa.Table:
         ep = self.episode(episode)
         rel = self.data_file(episode)
-        table = self.read_data_file(rel, f"data file of episode {episode}")
-        index = table["index"]
-        mask = pc.and_(pc.greater_equal(index, ep.start), pc.less(index, ep.start + ep.length))
-        frames = table.filter(mask)
+        frames = self.open_data_file(rel, f"data file of episode {episode}").rows(
+            ep.start, ep.length
+        )
         self.check_episode_rows(frames, ep, rel)
         return frames
 
@@ -120,7 +111,48 @@ class LeRobotV3Source(LeRobotSource):
         return dict(rows)
 
 
-def read_episodes(files: Files, info: dict[str, Any]) -> pa.Table:
+class SourceEpisodes:
+    """LeRobot's episode metadata as numpy columns, sorted by episode_index: what the
+    converter needs of each episode (no per-episode stats, no Python object per episode
+    but its tasks).
+
+    `files[key]` is (chunk_index, file_index) per episode, shape (2, n), for "data" and
+    each camera; `spans[camera]` (from_timestamp, to_timestamp), shape (2, n).
+    """
+
+    def __init__(self, table: pa.Table, cameras: Sequence[str]):
+        def ints(name: str) -> np.ndarray:
+            return table[name].to_numpy().astype(np.int64)
+
+        self.index, self.length = ints("episode_index"), ints("length")
+        self.start, self.stop = ints("dataset_from_index"), ints("dataset_to_index")
+        self.files = {"data": np.stack([ints("data/chunk_index"), ints("data/file_index")])}
+        self.spans = {}
+        for cam in cameras:
+            prefix = f"videos/{cam}"
+            self.files[cam] = np.stack(
+                [ints(f"{prefix}/chunk_index"), ints(f"{prefix}/file_index")]
+            )
+            self.spans[cam] = np.stack(
+                [
+                    table[f"{prefix}/{t}_timestamp"].to_numpy().astype(np.float64)
+                    for t in ("from", "to")
+                ]
+            )
+        self.tasks = [tuple(t or ()) for t in table["tasks"].to_pylist()]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def row(self, episode: int, root: str) -> int:
+        """The row of episode `episode`; a SourceError when there is none."""
+        row = int(np.searchsorted(self.index, episode))
+        if row == len(self.index) or self.index[row] != episode:
+            raise SourceError(f"{root}: no episode {episode}")
+        return row
+
+
+def read_episodes(files: Files, info: dict[str, Any]) -> SourceEpisodes:
     """meta/episodes/*/*.parquet without stats, sorted, checked to tile the frames."""
     rels = files.glob(EPISODES_GLOB)
     where = files.describe("meta/episodes")
@@ -134,7 +166,7 @@ def read_episodes(files: Files, info: dict[str, Any]) -> pa.Table:
     table = table.sort_by("episode_index")
     _check_episode_columns(table, video_keys(info), files.describe(rels[0]))
     _check_tiling(table, info, where)
-    return table
+    return SourceEpisodes(table, video_keys(info))
 
 
 def read_tasks(files: Files) -> dict[int, str]:
@@ -154,11 +186,33 @@ def read_tasks(files: Files) -> dict[int, str]:
 
 def _read_without_stats(files: Files, rel: str) -> pa.Table:
     path, where = files.local(rel), files.describe(rel)
+    if _footer_bytes(path) > INLINE_FOOTER_BYTES:
+        import concurrent.futures
+        import multiprocessing
+
+        spawn = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as child:
+            return child.submit(_read_columns, path, where).result()
+    return _read_columns(path, where)
+
+
+def _read_columns(path: os.PathLike, where: str) -> pa.Table:
+    """A meta/episodes file's columns but the per-episode stats."""
     try:
-        names = pq.read_schema(path).names
-        return pq.read_table(path, columns=[n for n in names if not n.startswith("stats/")])
+        file = pq.ParquetFile(path)
+        names = [n for n in file.schema_arrow.names if not n.startswith("stats/")]
+        return file.read(columns=names)
     except Exception as e:  # pyarrow raises several types for corrupt files
         raise SourceError(f"{where}: unreadable parquet ({e})") from e
+
+
+def _footer_bytes(path: os.PathLike) -> int:
+    """The size of a parquet file's footer (0 when the file does not end like one)."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - 8))
+        tail = f.read(8)
+    return int.from_bytes(tail[:4], "little") if len(tail) == 8 and tail[4:] == b"PAR1" else 0
 
 
 def _check_episode_columns(table: pa.Table, cameras: list[str], where: str) -> None:
@@ -179,6 +233,9 @@ def _check_episode_columns(table: pa.Table, cameras: list[str], where: str) -> N
     missing = [c for c in required if c not in table.column_names]
     if missing:
         raise SourceError(f"{where}: episode metadata lacks columns {missing}")
+    empty = [c for c in required if c != "tasks" and table[c].null_count]
+    if empty:
+        raise SourceError(f"{where}: episode metadata has missing values in columns {empty}")
 
 
 def _check_tiling(table: pa.Table, info: dict[str, Any], where: str) -> None:
@@ -190,19 +247,20 @@ def _check_tiling(table: pa.Table, info: dict[str, Any], where: str) -> None:
     if len(np.unique(ep)) != len(ep):
         dup = ep[np.flatnonzero(np.diff(ep) == 0)[0]]
         raise SourceError(f"{where}: episode {dup} is listed twice")
-    for i in range(len(ep)):
-        expected_start = 0 if i == 0 else stop[i - 1]
-        if start[i] != expected_start:
-            kind = "overlaps the previous one" if start[i] < expected_start else "leaves a gap"
+    expected = np.r_[0, stop[:-1]]
+    wrong = np.flatnonzero((start != expected) | (stop - start != length) | (length <= 0))
+    if wrong.size:
+        i = int(wrong[0])
+        if start[i] != expected[i]:
+            kind = "overlaps the previous one" if start[i] < expected[i] else "leaves a gap"
             raise SourceError(
                 f"{where}: episode {ep[i]} starts at frame {start[i]} but the previous "
-                f"episode ends at {expected_start}: its range {kind}"
+                f"episode ends at {expected[i]}: its range {kind}"
             )
-        if stop[i] - start[i] != length[i] or length[i] <= 0:
-            raise SourceError(
-                f"{where}: episode {ep[i]} has length {length[i]} but frame range "
-                f"[{start[i]}, {stop[i]})"
-            )
+        raise SourceError(
+            f"{where}: episode {ep[i]} has length {length[i]} but frame range "
+            f"[{start[i]}, {stop[i]})"
+        )
     total = int(info["total_frames"])
     if len(ep) and stop[-1] != total:
         raise SourceError(

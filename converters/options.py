@@ -3,6 +3,8 @@ episode selection. Every bad value is a JaxloadError naming the flag and the rul
 
 from __future__ import annotations
 
+from typing import Any
+
 from jaxload.converters import video
 from jaxload.errors import JaxloadError, SourceError
 
@@ -152,3 +154,17 @@ def check_episodes(wanted: list[int], available: list[int], spec: str | None, wh
         f"{where}: {selection}: {noun} {format_ranges(missing)} {verb} not exist "
         f"(this dataset has {format_ranges(available)})"
     )
+
+
+def resize_record(
+    options: video.EncodeOptions, camera_sizes: dict[str, tuple[int, int]]
+) -> dict[str, Any]:
+    """info.json's record of --resize/--max-size (`options`): the flag
+    and each camera's source size; nothing when neither was given."""
+    if options.resize is None and options.max_size is None:
+        return {}
+    return {
+        "resize": None if options.resize is None else "{}x{}".format(*options.resize),
+        "max_size": options.max_size,
+        "camera_source_sizes": {cam: list(size) for cam, size in camera_sizes.items()},
+    }

@@ -21,18 +21,21 @@ its record, so a SIGKILL between any two steps leaves either a finished unit or 
 Example::
 
     state = JobState.open(partial_dir(out), plan_document, restart=False)
-    state.done_units()        # {unit index: manifest record}
+    state.done_units()        # {unit index: what is kept in memory of it (unit_summary)}
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
 import uuid
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from jaxload.converters.units import UnitResult
 from jaxload.errors import JaxloadError
@@ -120,7 +123,8 @@ class JobState:
 
     def done_units(self) -> dict[int, dict[str, Any]]:
         """Finished units whose part is still there (a part is deleted once assembled
-        into finished shards; its record stays and says so)."""
+        into finished shards; its record stays and says so), each as its `unit_summary`:
+        what the converter keeps in memory of a unit (its episodes stay on disk)."""
         done = {}
         if not self.units_dir.is_dir():
             return done
@@ -132,11 +136,19 @@ class JobState:
             if record.get("assembled") or (
                 part.is_file() and part.stat().st_size == record.get("part_size")
             ):
-                done[record["unit"]] = record
+                done[record["unit"]] = unit_summary(record)
         return done
 
+    def unit_episodes(self, unit: int) -> list[dict[str, Any]]:
+        """The per-episode records of a finished unit (read from its record)."""
+        record = read_json(self.unit_record_path(unit))
+        if record is None:
+            raise JaxloadError(f"{self.unit_record_path(unit)}: missing or unreadable")
+        return record["episodes"]
+
     def record_unit(self, result: UnitResult) -> dict[str, Any]:
-        """Moves the unit's part into place, then records the unit as done (in that order)."""
+        """Moves the unit's part into place, then records the unit as done (in that order);
+        returns its `unit_summary`."""
         final = self.part_path(result.unit)
         if result.part_bytes is not None:
             tmp = self.tmp_dir / f"{final.name}.{uuid.uuid4().hex[:12]}.tmp"
@@ -150,11 +162,13 @@ class JobState:
         record = result.record() | {"part_size": final.stat().st_size}
         write_json_durable(self.unit_record_path(result.unit), record)
         crash_point("unit-record")
-        return record
+        return unit_summary(record)
 
-    def mark_assembled(self, unit: int, record: dict[str, Any]) -> None:
+    def mark_assembled(self, unit: int) -> None:
         """Its records are in finished shards: the part can go, the record stays."""
-        write_json_durable(self.unit_record_path(unit), record | {"assembled": True})
+        record = read_json(self.unit_record_path(unit))
+        if record is not None:
+            write_json_durable(self.unit_record_path(unit), record | {"assembled": True})
         self.part_path(unit).unlink(missing_ok=True)
 
     # --- assembly checkpoints ------------------------------------------------------------
@@ -163,13 +177,21 @@ class JobState:
         return self.assembly_dir / f"shard-{shard:05d}.json"
 
     def shard_checkpoints(self) -> list[dict[str, Any]]:
-        """Finished shards 0..k-1 in order (stops at the first gap)."""
+        """Finished shards 0..k-1 in order (stops at the first gap), without their episode
+        rows (`checkpoint_rows`)."""
         found = []
         while True:
             record = read_json(self.shard_checkpoint_path(len(found)))
             if record is None:
                 return found
-            found.append(record)
+            found.append({k: v for k, v in record.items() if k != "rows"})
+
+    def checkpoint_rows(self, shard: int) -> list[dict[str, Any]]:
+        """The meta/episodes.parquet rows of the episodes a finished shard holds."""
+        record = read_json(self.shard_checkpoint_path(shard))
+        if record is None:
+            raise JaxloadError(f"{self.shard_checkpoint_path(shard)}: missing or unreadable")
+        return record["rows"]
 
     # --- the end ---------------------------------------------------------------------------
 
@@ -198,6 +220,27 @@ class JobState:
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
+
+
+def unit_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What the converter keeps in memory of a finished unit: whether it is assembled, and
+    per camera the fidelity of its episodes (worst frame, and each episode's PSNR sum and
+    frame count, for an exactly rounded mean over the dataset), and the stamps of the
+    source files it read (converters/source_stamps.py); its episodes stay on disk."""
+    lows: dict[str, float] = {}
+    sums: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    for episode in record["episodes"]:
+        for cam, stream in episode["videos"].items():
+            lows[cam] = min(lows.get(cam, math.inf), float(stream["psnr_min"]))
+            sums.setdefault(cam, []).append(float(stream["psnr_sum"]))
+            counts[cam] = counts.get(cam, 0) + stream["psnr_count"]
+    return {
+        "unit": record["unit"],
+        "assembled": bool(record.get("assembled")),
+        "psnr": {cam: (lows[cam], np.array(sums[cam]), counts[cam]) for cam in lows},
+        "sources": record.get("sources"),
+    }
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

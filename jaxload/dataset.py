@@ -21,6 +21,7 @@ import numpy as np
 from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.errors import DatasetError, WindowError
 from jaxload.format import layout
+from jaxload.format.episodes import load_tasks
 from jaxload.format.reader import DatasetFiles
 from jaxload.format.shards import read_requests, unique_pairs
 from jaxload.format.storage import RecordReader
@@ -89,19 +90,12 @@ class JaxloadDataset:
             raise WindowError(f"{self.path} ({self.fps} fps): {e}") from None
         self._frame_dtype = self.info.frame_dtype
         self._string_keys = [k for k, f in self.info.features.items() if f.is_string]
-        self._tasks = files.tasks()
-        table = files.episodes
-        self._episodes = (
-            table if episodes is None else table.take(self._select(table.index, episodes))
-        )
-        self._all_episodes = (table.index, table.length, table.tasks)  # for `meta`, no copy
-        self.episode_index = self._episodes.index
-        self.episode_lengths = self._episodes.length
-        self.episode_starts = np.concatenate([[0], np.cumsum(self.episode_lengths)[:-1]]).astype(
-            np.int64
-        )
-        self._num_frames = int(self.episode_lengths.sum())
-        self._segment_starts: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # _segment_index
+        self._tasks = load_tasks(self.storage, self.info)
+        # The whole table (shared by every view of this dataset in this process, and mapped
+        # by worker processes), and the rows this view serves (None: all of them).
+        self._episodes = files.episodes
+        self._rows = None if episodes is None else self._select(files.episodes.index, episodes)
+        self._set_selection()
         self._readers: RecordReader = files.readers
         # The RemoteStore of a dataset read from object storage (fetching ahead, stats).
         self.remote_store = (
@@ -116,10 +110,29 @@ class JaxloadDataset:
 
     # --- metadata -------------------------------------------------------------------
 
-    def _select(self, all_ids: np.ndarray, episodes: Iterable[int] | None) -> np.ndarray:
-        """Rows of the episode table to serve: every episode, or those listed."""
-        if episodes is None:
-            return np.arange(len(all_ids))
+    def _set_selection(self) -> None:
+        """The selected episodes' columns: views of the table when every episode is."""
+        table, rows = self._episodes, self._rows
+        if rows is None:
+            self.episode_index, self.episode_lengths = table.index, table.length
+            self.episode_starts = table.start
+        else:
+            self.episode_index, self.episode_lengths = table.index[rows], table.length[rows]
+            self.episode_starts = np.cumsum(self.episode_lengths) - self.episode_lengths
+        self._num_frames = int(self.episode_lengths.sum())
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The selection's columns are views of the shared table (or cheap to recompute);
+        # `meta` is rebuilt on use.
+        derived = ("episode_index", "episode_lengths", "episode_starts", "meta")
+        return {k: v for k, v in self.__dict__.items() if k not in derived}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._set_selection()
+
+    def _select(self, all_ids: np.ndarray, episodes: Iterable[int]) -> np.ndarray:
+        """Rows of the episode table to serve: those listed."""
         wanted = np.unique(np.asarray(list(episodes), dtype=np.int64))
         missing = np.setdiff1d(wanted, all_ids)
         if missing.size:
@@ -147,9 +160,7 @@ class JaxloadDataset:
     @functools.cached_property
     def meta(self) -> DatasetMetadata:
         """The whole dataset's metadata (`LeRobotDatasetMetadata`'s names), built on first use."""
-        return DatasetMetadata(
-            self.storage, self.info, EpisodeTable(*self._all_episodes), self._tasks
-        )
+        return DatasetMetadata(self.storage, self.info, EpisodeTable(self._episodes), self._tasks)
 
     @property
     def num_frames(self) -> int:
@@ -258,12 +269,13 @@ class JaxloadDataset:
         return self.plan_read(positions).record_keys()
 
     def _requests(self, positions: np.ndarray) -> tuple[dict, np.ndarray, dict, dict, dict]:
-        """(record requests, episode rows, frames needed per key, pads, camera-local
+        """(record requests, selected episodes, frames needed per key, pads, camera-local
         frames) of checked positions."""
         ep = np.searchsorted(self.episode_starts, positions, side="right") - 1
         frame = positions - self.episode_starts[ep]
         length = self.episode_lengths[ep]
-        shard = self._episodes.shard[ep][:, None]
+        row = ep if self._rows is None else self._rows[ep]  # in the episode table
+        shard = self._episodes.shard[row][:, None]
 
         # Frames each key needs, (B, T): the anchor itself ("") and every window.
         needed, pads = {"": frame[:, None]}, {}
@@ -275,14 +287,16 @@ class JaxloadDataset:
         requests, local_frames = {}, {}
         for key, frames in needed.items():
             if key in self.info.cameras:
-                segment, local_frames[key] = self._locate_segments(key, ep, frames)
-                start = self._episodes.record_start[key][ep][:, None]
+                segment, local_frames[key] = self._episodes.segments[key].locate(
+                    row[:, None], frames
+                )
+                start = self._episodes.record_start[key][row][:, None]
                 requests[key] = (shard, layout.segment_record(start, segment))
                 # Any episode's init segment serves the camera's GOPs: the first sample's.
                 requests[_init_key(key)] = (shard[:1], start[:1])
             else:
                 block = frames // layout.FRAMES_PER_BLOCK
-                requests[key] = (shard, self._episodes.frames_record_start[ep][:, None] + block)
+                requests[key] = (shard, self._episodes.frames_record_start[row][:, None] + block)
         return requests, ep, needed, pads, local_frames
 
     def read_encoded(
@@ -302,6 +316,7 @@ class JaxloadDataset:
             requests, ep, needed, pads, local_frames = plan.parts
         else:
             requests, ep, needed, pads, local_frames = self._requests(positions)
+        row = ep if self._rows is None else self._rows[ep]
         records, slots = read_requests(self._readers, requests, context)
 
         videos = {}
@@ -327,7 +342,7 @@ class JaxloadDataset:
             for key in frame_keys[1:]:
                 sample[key] = np.ascontiguousarray(rows.get(slots[key][b], needed[key][b])[key])
             for key in self._string_keys:
-                sample[key] = self._strings(key, int(ep[b]), sample[key])
+                sample[key] = self._strings(key, int(row[b]), sample[key])
             for key, pad in pads.items():
                 sample[f"{key}_is_pad"] = pad[b]
             if self._speed is not None:
@@ -362,30 +377,6 @@ class JaxloadDataset:
                 f"for a dataset of {self._num_frames} frames"
             )
         return p
-
-    def _locate_segments(
-        self, cam: str, ep: np.ndarray, frames: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Segment number and frame-within-segment of each (sample, window slot)."""
-        starts, first = self._segment_index(cam)
-        position = self.episode_starts[ep][:, None] + frames
-        flat = np.searchsorted(starts, position, side="right") - 1
-        return flat - first[ep][:, None], position - starts[flat]
-
-    def _segment_index(self, cam: str) -> tuple[np.ndarray, np.ndarray]:
-        """Every selected episode's segment starts of camera `cam` as stream positions (one
-        sorted array, so one searchsorted locates a whole batch), and the index in it of
-        each episode's first segment."""
-        found = self._segment_starts.get(cam)
-        if found is None:
-            per_episode = self._episodes.segment_starts[cam]
-            starts = np.concatenate(
-                [base + s for base, s in zip(self.episode_starts, per_episode, strict=True)]
-            ).astype(np.int64)
-            counts = [len(s) for s in per_episode]
-            first = np.cumsum([0, *counts[:-1]], dtype=np.int64)
-            found = self._segment_starts[cam] = (starts, first)
-        return found
 
     def _strings(self, key: str, row: int, indices: np.ndarray) -> str | np.ndarray:
         """Stored indices of a string feature -> its strings (str, or an array of str)."""

@@ -23,11 +23,12 @@ from __future__ import annotations
 import copy
 import functools
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from jaxload.format.episodes import Episodes
 from jaxload.format.layout import DatasetInfo
 from jaxload.format.storage import DatasetStorage, as_storage
 
@@ -48,14 +49,18 @@ class EpisodeTable:
 
     COLUMNS = ("episode_index", "length", "dataset_from_index", "dataset_to_index", "tasks")
 
-    def __init__(self, episode_index: Sequence[int], length: Sequence[int], tasks: Sequence):
-        self._index = _read_only(np.array(episode_index, dtype=np.int64))
-        self._length = _read_only(np.array(length, dtype=np.int64))
-        ends = np.cumsum(self._length)
-        self._to = _read_only(ends)
-        self._from = _read_only(ends - self._length)
-        self._tasks = [list(t) for t in tasks]
-        self._row_of = {int(e): row for row, e in enumerate(self._index)}
+    def __init__(self, episodes: Episodes):
+        self._episodes = episodes  # the table's columns (shared, read-only)
+        self._index = episodes.index
+        self._length = episodes.length
+        self._from = episodes.start
+        self._to = _read_only(episodes.start + episodes.length)
+
+    @functools.cached_property
+    def _by_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(episode indices sorted, the row of each): rows by episode_index."""
+        order = np.argsort(self._index, kind="stable")
+        return self._index[order], order
 
     def __len__(self) -> int:
         return len(self._index)
@@ -71,10 +76,11 @@ class EpisodeTable:
                 f"episode table index must be a column name or an episode_index, not "
                 f"{type(key).__name__}"
             )
-        row = self._row_of.get(int(key))
-        if row is None:
+        ids, rows = self._by_index
+        at = int(np.searchsorted(ids, int(key)))
+        if at == len(ids) or ids[at] != int(key):
             raise IndexError(f"no episode {int(key)} (episodes: {_ids(self._index)})")
-        return self._row(row)
+        return self._row(int(rows[at]))
 
     def _column(self, name: str) -> Any:
         columns = {
@@ -84,7 +90,7 @@ class EpisodeTable:
             "dataset_to_index": self._to,
         }
         if name == "tasks":
-            return copy.deepcopy(self._tasks)
+            return list(self._episodes.tasks)
         if name not in columns:
             raise KeyError(f"episode table has no column {name!r} (columns: {list(self.COLUMNS)})")
         return columns[name]
@@ -95,7 +101,7 @@ class EpisodeTable:
             "length": int(self._length[row]),
             "dataset_from_index": int(self._from[row]),
             "dataset_to_index": int(self._to[row]),
-            "tasks": list(self._tasks[row]),
+            "tasks": self._episodes.tasks[row],
         }
 
     def __repr__(self) -> str:
@@ -140,10 +146,7 @@ class DatasetMetadata:
         from jaxload.format.reader import read_episodes, read_info, read_tasks
 
         info = read_info(root)
-        table = read_episodes(root, info)
-        return cls(
-            root, info, EpisodeTable(table.index, table.length, table.tasks), read_tasks(root)
-        )
+        return cls(root, info, EpisodeTable(read_episodes(root, info)), read_tasks(root))
 
     # --- LeRobotDatasetMetadata's names ------------------------------------------------
 

@@ -132,7 +132,7 @@ def _sample_segments(
     inits, segments, lengths = [], [], []
     try:
         for row in (int(selected[i]) for i in picks):
-            s = len(files.episodes.segment_starts[cam][row]) // 2
+            s = files.episodes.segments[cam].count(row) // 2
             init, segment = files.read_gop(row, cam, s)
             inits.append(init)
             segments.append(segment)

@@ -100,6 +100,50 @@ class LocalDirectory:
         return f"LocalDirectory({self.root!r})"
 
 
+def read_parquet(
+    storage: DatasetStorage, relative: str, columns: Sequence[str] | None = None
+) -> Any:
+    """The metadata parquet file at `relative` as a pyarrow Table (only `columns`, when
+    given); a DatasetError naming it when it is missing, unreadable or lacks a column."""
+    return open_parquet(storage, relative, columns).read(columns)
+
+
+class ParquetColumns:
+    """A metadata parquet file opened once, its columns read on demand (one thread: faster
+    here than pyarrow's pool on a busy machine); unreadable data raises a DatasetError."""
+
+    def __init__(self, file: Any, path: str):
+        self.file, self.path = file, path
+
+    def read(self, columns: Sequence[str] | None = None) -> Any:
+        try:
+            return self.file.read(list(columns) if columns is not None else None, use_threads=False)
+        except Exception as e:  # pyarrow raises several types for corrupt files
+            raise DatasetError(f"{self.path}: unreadable parquet ({e})") from e
+
+
+def open_parquet(
+    storage: DatasetStorage, relative: str, columns: Sequence[str] | None = None
+) -> ParquetColumns:
+    """The metadata parquet file at `relative`, checked to have `columns`; a DatasetError
+    naming it when it is missing, unreadable or lacks one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = storage.where(relative)
+    data = storage.read(relative)
+    if data is None:
+        raise DatasetError(f"{path}: missing; is {storage.name} a jaxload dataset?")
+    try:
+        file = pq.ParquetFile(pa.py_buffer(data))
+    except Exception as e:  # pyarrow raises several types for corrupt files
+        raise DatasetError(f"{path}: unreadable parquet ({e})") from e
+    missing = [c for c in columns or () if c not in file.schema_arrow.names]
+    if missing:
+        raise DatasetError(f"{path}: columns {missing} missing")
+    return ParquetColumns(file, path)
+
+
 def as_storage(where: str | os.PathLike | DatasetStorage) -> DatasetStorage:
     """`where` itself when it is a DatasetStorage, else the local directory it names."""
     if isinstance(where, str | os.PathLike):

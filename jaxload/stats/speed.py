@@ -166,8 +166,7 @@ class _Episodes:
 
 def _read_episodes(storage: DatasetStorage) -> _Episodes:
     episodes = read_episodes(storage, read_info(storage))
-    tasks = np.array([t[0] if t else "" for t in episodes.tasks], dtype=object)
-    return _Episodes(episodes.index, episodes.length, tasks)
+    return _Episodes(episodes.index, episodes.length, episodes.tasks.firsts(""))
 
 
 def load_buckets(dataset: Any, *, process_index: int | None = None) -> SpeedBuckets:

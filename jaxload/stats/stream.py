@@ -74,8 +74,7 @@ def compute_stats(
 
     def blocks() -> Iterator[dict[str, Any]]:
         for files in sources:
-            frames = (rows for _, rows in files.iter_frame_rows())
-            for rows in _chunks(frames, CHUNK_FRAMES):
+            for rows in _chunks(files.iter_frames(), CHUNK_FRAMES):
                 block: dict[str, Any] = {k: rows[k] for k in shapes}
                 block[_WHERE] = (files.root, rows["episode_index"])  # in every dataset
                 yield block

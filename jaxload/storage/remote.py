@@ -336,7 +336,7 @@ class RemoteStore:
     def _verify(self, shard: int, record: int, chunk: memoryview, begin: int) -> bytes:
         try:
             stored = chunks.decode_chunk(chunk, begin)
-            payload = layout.unseal_record(stored, self.info.record_seed, shard, record)
+            payload = layout.unseal_record(stored, self.info.records_key, shard, record)
         except CorruptRecordError:
             payload = None
         if payload is None:

@@ -52,7 +52,7 @@ def demuxed_payload(root: Path, camera: str) -> int:
     episodes = files.episodes
     total = 0
     for row in range(len(episodes)):
-        for segment in range(len(episodes.segment_starts[camera][row])):
+        for segment in range(episodes.segments[camera].count(row)):
             init, fragment = files.read_gop(row, camera, segment)
             mp4, _ = build_mp4(init, [fragment])
             with av.open(io.BytesIO(mp4)) as container:

@@ -159,7 +159,7 @@ def test_wrong_byte_range_is_an_error_not_data(converted):
     except CorruptRecordError:
         return
     info = fmt.read_info(converted)
-    assert fmt.unseal_record(payload, info.record_seed, 0, 3) is None
+    assert fmt.unseal_record(payload, info.records_key, 0, 3) is None
 
 
 def test_a_chunk_that_declares_gigabytes_is_refused_before_it_is_inflated(converted):
@@ -380,13 +380,13 @@ def test_older_format_is_refused_remotely_with_a_clear_message(converted, clean,
     copy = tmp_path / "ds"
     shutil.copytree(converted, copy)
     info = json.loads((copy / fmt.INFO_PATH).read_text())
-    info["format_version"] = 3
-    del info["records"]["offsets_xxh3"]
+    info["format_version"] = 4  # records keyed by the source's metadata, not the content
     (copy / fmt.INFO_PATH).write_text(json.dumps(info))
-    jaxload.open(copy)  # still reads locally
-    clean.upload(str(copy), "s3://bucket/v3")
-    with pytest.raises(DatasetError, match=r"format_version 3 has no record offset index"):
-        jaxload.open("s3://bucket/v3", storage_options=clean.storage_options())
+    clean.upload(str(copy), "s3://bucket/v4")
+    with pytest.raises(DatasetError, match=r"format_version 4 was written by an older"):
+        jaxload.open(copy)
+    with pytest.raises(DatasetError, match=r"format_version 4 .*reconvert the source"):
+        jaxload.open("s3://bucket/v4", storage_options=clean.storage_options())
 
 
 def test_progress_is_logged_with_the_hit_rate(converted, clean, caplog):

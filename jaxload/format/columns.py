@@ -1,0 +1,164 @@
+"""Named numpy columns in one buffer, which worker processes map instead of unpickling.
+
+A dataset's per-episode tables (`jaxload.format.episodes`) are numpy columns. Grain
+pickles the dataset into every worker process; `Columns` pickle as the name of a
+shared-memory file holding their buffer (written the first time they are pickled), so
+every process of the host maps the same pages instead of holding a copy:
+
+    columns = Columns({"length": lengths, "shard": shards})
+    columns["length"]                               # a read-only view
+    pickle.loads(pickle.dumps(columns))["length"]   # maps /dev/shm/jaxload_<pid>_<hex>
+
+The file is named like the loader's batch slots (`jaxload_<pid>_<hex>`), so what a killed
+process leaves behind is reclaimed the same way (`jaxload.pipeline.workers`). The process
+that wrote it removes it when its columns are garbage-collected, or at exit; processes that
+mapped it keep their mapping. Unpickling columns whose file is gone (pickled bytes kept
+longer than the process that made them) raises `ColumnsGone`: the caller rebuilds them
+(`jaxload.format.episodes.Episodes` reads its table again). Where there is no /dev/shm,
+columns pickle by value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import secrets
+import threading
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+from xxhash import xxh3_64_intdigest
+
+SHM_DIR = "/dev/shm"  # POSIX shared memory on Linux (jaxload.pipeline.shared_batch's too)
+ALIGN = 64  # each column starts on a cache line
+
+
+class ColumnsGone(Exception):
+    """The shared-memory file of unpickled columns no longer exists."""
+
+
+class Columns(Mapping[str, np.ndarray]):
+    """Read-only numpy arrays by name, stored in one buffer; picklable by reference to a
+    shared-memory file (module docstring).
+
+    Args:
+        arrays: name -> array (copied into the buffer, C order).
+
+    Example:
+        >>> columns = Columns({"length": np.array([5, 1, 2])})
+        >>> columns["length"].sum(), columns.nbytes
+        (8, 64)
+    """
+
+    def __init__(self, arrays: Mapping[str, np.ndarray]):
+        layout, size = {}, 0
+        for name, array in arrays.items():
+            array = np.asarray(array)
+            layout[name] = (size, array.dtype.str, array.shape)
+            size += -(-array.nbytes // ALIGN) * ALIGN
+        raw = np.zeros(max(size, 1) + ALIGN, np.uint8)
+        skip = -raw.ctypes.data % ALIGN
+        buffer = raw[skip : skip + max(size, 1)]  # aligned as a shared mapping (a page) is
+        for name, array in arrays.items():
+            offset, dtype, shape = layout[name]
+            _view(buffer, offset, dtype, shape, writeable=True)[...] = array
+        self._set(buffer, layout, size)
+        self._ref: tuple | None = None  # (name, size, xxh3, layout) once shared
+        self._lock = threading.Lock()
+
+    def _set(self, buffer: Any, layout: dict, size: int) -> None:
+        self._layout, self._size = layout, size
+        self._arrays = {name: _view(buffer, *where) for name, where in layout.items()}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._arrays[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the buffer (columns padded to ALIGN)."""
+        return self._size
+
+    @property
+    def shared_name(self) -> str | None:
+        """The shared-memory file these columns map or were written to; None before."""
+        return self._ref[0] if self._ref else None
+
+    def __reduce__(self) -> tuple:
+        ref = self._share()
+        if ref is None:  # no shared memory here: by value
+            return (Columns, ({n: np.array(a) for n, a in self._arrays.items()},))
+        return (_attach, (ref,))
+
+    def _share(self) -> tuple | None:
+        """Writes the buffer to a new shared-memory file (once) and maps these columns onto
+        it, so this process holds one copy too; returns its reference."""
+        with self._lock:
+            if self._ref is not None or not os.path.isdir(SHM_DIR):
+                return self._ref
+            name = f"jaxload_{os.getpid()}_{secrets.token_hex(8)}"
+            path = os.path.join(SHM_DIR, name)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.ftruncate(fd, max(self._size, 1))
+                mapping = mmap.mmap(fd, max(self._size, 1))
+            except BaseException:
+                os.unlink(path)
+                raise
+            finally:
+                os.close(fd)
+            weakref.finalize(self, _unlink, path)
+            target = np.frombuffer(mapping, np.uint8)
+            for name_, (offset, dtype, shape) in self._layout.items():
+                _view(target, offset, dtype, shape, writeable=True)[...] = self._arrays[name_]
+            digest = xxh3_64_intdigest(mapping)
+            self._set(np.frombuffer(mapping, np.uint8), self._layout, self._size)
+            self._ref = (name, self._size, digest, self._layout)
+            return self._ref
+
+
+def _attach(ref: tuple) -> Columns:
+    """Columns over the shared-memory file `ref` names (unpickling); ColumnsGone when it is
+    missing, ValueError when it is not what was written."""
+    name, size, digest, layout = ref
+    path = os.path.join(SHM_DIR, name)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise ColumnsGone(f"{path}: shared columns gone (their process dropped them)") from None
+    try:
+        if os.fstat(fd).st_size != max(size, 1):
+            raise ValueError(f"{path}: {os.fstat(fd).st_size} bytes, expected {max(size, 1)}")
+        mapping = mmap.mmap(fd, max(size, 1), prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    if xxh3_64_intdigest(mapping) != digest:
+        raise ValueError(f"{path}: shared columns changed after they were written")
+    columns = Columns.__new__(Columns)
+    columns._set(np.frombuffer(mapping, np.uint8), layout, size)
+    columns._ref, columns._lock = ref, threading.Lock()
+    return columns
+
+
+def _view(buffer: np.ndarray, offset: int, dtype: str, shape: tuple, writeable: bool = False):
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        array = np.empty(shape, np.dtype(dtype))
+    else:
+        array = np.frombuffer(buffer, np.dtype(dtype), count, offset).reshape(shape)
+    if not writeable:
+        array.flags.writeable = False
+    return array
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
