@@ -271,6 +271,8 @@ def load_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
         info: its meta/info.json (`jaxload.format.reader.read_info`).
 
     Example:
+        >>> from jaxload.format.reader import read_info
+        >>> from jaxload.format.storage import LocalDirectory
         >>> episodes = load_episodes(LocalDirectory("out/demo"), read_info("out/demo"))
         >>> len(episodes), episodes.length.tolist(), episodes.tasks[0]
         (4, [5, 1, 2, 12], ['pick up the cube and put it in the bowl'])
