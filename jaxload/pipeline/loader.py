@@ -165,12 +165,16 @@ class Loader:
         if dead is None:
             return None
         count = self.options.num_workers
-        # Worker i reads batches i, i + count, ... of the pipeline (Grain's round robin):
-        # the first it owes from here on is the one it held.
-        held = self._delivered + (dead.index - self._delivered) % count
+        if dead.index is None:  # killed while starting: the batch due is its first
+            held, worker = self._delivered, f"a worker of {count}, still starting,"
+        else:
+            # Worker i reads batches i, i + count, ... of the pipeline (Grain's round
+            # robin): the first it owes from here on is the one it held.
+            held = self._delivered + (dead.index - self._delivered) % count
+            worker = f"worker {dead.index} of {count} (pid {dead.pid})"
         failure = WorkerDiedError(
-            f"worker {dead.index} of {count} (pid {dead.pid}) {dead.describe()} while "
-            f"reading batch {held} ({self.spec.describe(self._start, held)}). The loader "
+            f"{worker} {dead.describe()} while reading batch {held} "
+            f"({self.spec.describe(self._start, held)}). The loader "
             f"stopped its readers; next() restarts them at position {self.position}, the "
             "batch not yet served"
         )
