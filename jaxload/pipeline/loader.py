@@ -136,7 +136,7 @@ class Loader:
             # A stuck reader, or storage that gave up after its retries: the pipeline holds
             # the error and would raise it again. Dropped, so that the next next() reads the
             # same position anew (an outage that has ended costs one exception, not the loader).
-            self._abandon(getattr(e, "pid", None))
+            self._abandon(getattr(e, "pid", None), stuck=isinstance(e, WorkerTimeoutError))
             raise
         except Exception as e:
             # Whatever failed, this pipeline lost the batch: Grain drops the reader that
@@ -165,12 +165,16 @@ class Loader:
         if dead is None:
             return None
         count = self.options.num_workers
-        # Worker i reads batches i, i + count, ... of the pipeline (Grain's round robin):
-        # the first it owes from here on is the one it held.
-        held = self._delivered + (dead.index - self._delivered) % count
+        if dead.index is None:  # killed while starting: the batch due is its first
+            held, worker = self._delivered, f"a worker of {count}, still starting,"
+        else:
+            # Worker i reads batches i, i + count, ... of the pipeline (Grain's round
+            # robin): the first it owes from here on is the one it held.
+            held = self._delivered + (dead.index - self._delivered) % count
+            worker = f"worker {dead.index} of {count} (pid {dead.pid})"
         failure = WorkerDiedError(
-            f"worker {dead.index} of {count} (pid {dead.pid}) {dead.describe()} while "
-            f"reading batch {held} ({self.spec.describe(self._start, held)}). The loader "
+            f"{worker} {dead.describe()} while reading batch {held} "
+            f"({self.spec.describe(self._start, held)}). The loader "
             f"stopped its readers; next() restarts them at position {self.position}, the "
             "batch not yet served"
         )
@@ -178,17 +182,17 @@ class Loader:
         failure.position = self._start + held * self.spec.global_batch_size
         return failure
 
-    def _abandon(self, stuck_pid: int | None) -> None:
+    def _abandon(self, stuck_pid: int | None, stuck: bool = False) -> None:
         """Drops a pipeline whose reader is stuck or dead; the next next() starts a new one
         at the same position. A stuck worker is killed (a stopped one would keep Grain's
         close waiting on it), and the rest closes in the background: a reader stuck on
-        storage may never return."""
+        storage may never return (`stuck`: nor does interpreter exit wait for it)."""
         if stuck_pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(stuck_pid, signal.SIGKILL)
         iterator, self._iterator = self._iterator, None
         registry, self._workers = self._workers, None
-        parts = self._let_go()
+        parts = self._let_go(stuck)
         _RUNNING.discard(self)
         # The next pipeline never waits on the fetches of this one.
         for store in self.spec.remote_stores.values():
@@ -204,11 +208,11 @@ class Loader:
 
         threading.Thread(target=close, daemon=True, name="jaxload-abandon").start()
 
-    def _let_go(self) -> list[Any]:
+    def _let_go(self, stuck: bool = False) -> list[Any]:
         """The running pipeline's decode threads and split, to close (the share is kept
         for the next pipeline)."""
         if self._reads is not None:  # a read stuck in a batch_transform is left behind
-            self._reads.release()
+            self._reads.release(stuck=stuck)
         parts = [p for p in (self._to_global, self._split) if p is not None]
         if self._split is not None:
             self._share = self._split.share

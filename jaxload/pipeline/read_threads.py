@@ -1,14 +1,16 @@
 """Reads that never keep the process from exiting.
 
-Grain's read threads (``to_iter_dataset``'s thread pool) are not daemon threads, and the
-interpreter joins them at exit: one stuck in a user's `batch_transform`, or on storage
-that never answers, would keep a trainer from ever exiting, even after the loader raised
-WorkerTimeoutError and was closed. So each read runs on a daemon thread of its own
-(`DaemonReads.run`), paired with the Grain thread that asked for it (so what a thread
-keeps, such as its video decoders, stays with one thread), while the Grain thread waits.
-`release()` (the loader's close, or the loader dropping a stuck pipeline) ends every wait
-at once: the Grain threads return and exit, and a read that never ends is left to its
-daemon thread, which does not hold up exit.
+Grain's read threads (``to_iter_dataset``'s thread pool) are joined at interpreter exit
+(concurrent.futures' exit hook), for as long as their read runs: one stuck in a user's
+`batch_transform`, or on storage that never answers, kept a trainer from ever exiting,
+even after the loader raised WorkerTimeoutError and was closed. So each read runs on a
+daemon thread of its own (`DaemonReads.run`), paired with the Grain thread that asked for
+it (so what a thread keeps, such as its video decoders, stays with one thread), while the
+Grain thread waits. `release()` (the loader's close, or the loader dropping a pipeline)
+ends every wait at once: the Grain threads return and exit. At exit, reads still running
+get EXIT_WAIT_S to end (a thread inside native code, a decoder, while the interpreter ends
+aborts the process), except those the loader timed out (`release(stuck=True)`), which are
+left to their daemon threads.
 
     reads = DaemonReads()
     reads.run(read_batch_k, k)   # in a Grain read thread; the result, or its error
@@ -17,11 +19,18 @@ daemon thread, which does not hold up exit.
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
+
+# How long `release` waits for an idle runner to end (it ends at once: its queue is woken).
+IDLE_JOIN_S = 5.0
+# How long interpreter exit waits, in all, for the reads still running (`_finish_at_exit`).
+EXIT_WAIT_S = 10.0
 
 
 class ReadsReleased(RuntimeError):
@@ -44,18 +53,28 @@ class _Runner:
 
     def __init__(self, name: str):
         self.calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self.busy = False  # running a call
+        self.stuck = False  # in a call the loader timed out: exit does not wait for it
         self.thread = threading.Thread(target=self._serve, daemon=True, name=name)
         self.thread.start()
 
     def _serve(self) -> None:
-        while (call := self.calls.get()) is not None:
-            if call.released:
-                continue
-            try:
-                call.result = call.fn(*call.args)
-            except BaseException as e:  # raised in the waiting thread
-                call.error = e
-            call.done.set()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        try:
+            while (call := self.calls.get()) is not None:
+                if call.released:
+                    continue
+                self.busy = True
+                try:
+                    call.result = call.fn(*call.args)
+                except BaseException as e:  # raised in the waiting thread
+                    call.error = e
+                self.busy = False
+                call.done.set()
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(self)
 
     def stop(self) -> None:
         """The thread ends after the call it runs, if any (never interrupted)."""
@@ -107,9 +126,14 @@ class DaemonReads:
             raise call.error
         return call.result
 
-    def release(self) -> None:
+    def release(self, *, stuck: bool = False) -> None:
         """Ends every wait (ReadsReleased) and refuses new reads; runners end after their
-        current read, and one that never ends stays behind on its daemon thread."""
+        current read, and one that never ends stays behind on its daemon thread. `stuck`:
+        the reads running now are stuck (the loader timed them out): interpreter exit
+        does not wait for them."""
+        if stuck:
+            for runner in self._runners:
+                runner.stuck = runner.stuck or runner.busy
         with self._lock:
             self._released = True
             for call in self._waiting:
@@ -120,5 +144,31 @@ class DaemonReads:
 
 
 def _stop_all(runners: list[_Runner]) -> None:
+    """Stops every runner, and waits for those not inside a read (they end at once)."""
     for runner in runners:
         runner.stop()
+    for runner in runners:
+        if not runner.busy and runner.thread is not threading.current_thread():
+            runner.thread.join(IDLE_JOIN_S)
+
+
+# Runners whose thread runs (each adds itself, and leaves as its thread ends).
+_LIVE: set[_Runner] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    """At exit, while the interpreter still runs threads: every runner is stopped and each
+    read still running gets until EXIT_WAIT_S to end, as Grain's read threads got (joined
+    at exit, but for ever). A thread left inside native code (decoding, reading a file)
+    while the interpreter ends makes the process abort ("terminate called without an
+    active exception"); one stuck for good in Python (a batch_transform) is left behind."""
+    with _LIVE_LOCK:
+        runners = list(_LIVE)
+    deadline = time.monotonic() + EXIT_WAIT_S
+    for runner in runners:
+        runner.stop()
+    for runner in runners:
+        if not runner.stuck:
+            runner.thread.join(max(0.0, deadline - time.monotonic()))

@@ -61,8 +61,8 @@ class WorkerExit:
     """How a worker process ended: `signal` (SIGKILL: the OOM killer's) or exit `status`;
     both None when its status was collected elsewhere first."""
 
-    index: int
-    pid: int
+    index: int | None  # None: a worker that died before it said who it is
+    pid: int | None
     signal: int | None = None
     status: int | None = None
 
@@ -171,19 +171,21 @@ def death(registry: WorkerRegistry, error: BaseException) -> WorkerExit | None:
     otherwise either forwarded an error of its own first (and is not a death: that error is
     the cause) or was collected by someone else before the registry saw how it ended
     (`multiprocessing.active_children()`, `Process.exitcode`, Grain itself): then Grain's
-    own error for it says the exit code."""
+    own error for it says the exit code. A worker killed while it started, before its
+    `worker_init_fn` ran, is not known by index or pid at all: Grain's error says it died."""
     ended = registry.ended()
     dead = [w for w in ended if w.signal is not None or w.status]
     if dead:
         return dead[0]
     unknown = [w for w in ended if w.signal is None and w.status is None]
     match = _GRAIN_DEATH.search(str(error)) if type(error) is RuntimeError else None
-    if not unknown or match is None:
+    if match is None:
         return None
     code = int(match.group(1))
+    end = unknown[0] if unknown else WorkerExit(None, None)
     if code < 0:
-        return dataclasses.replace(unknown[0], signal=-code)
-    return dataclasses.replace(unknown[0], status=code)
+        return dataclasses.replace(end, signal=-code)
+    return dataclasses.replace(end, status=code)
 
 
 def _ended(index: int, pid: int) -> WorkerExit | None:

@@ -86,3 +86,24 @@ def test_a_read_stuck_in_a_batch_transform_never_keeps_the_process_from_exiting(
     assert "CLOSED" in run.stdout
     if mode == "timeout":
         assert "TIMEOUT" in run.stdout
+
+
+@pytest.mark.processes
+def test_reads_running_at_exit_end_before_the_interpreter(shared_lerobot, tmp_path):
+    """Reads moved to daemon threads were left decoding while the interpreter ended: about
+    one exit in three aborted ("terminate called without an active exception", status
+    134). Exit now waits for them, as it waited for Grain's read threads."""
+    from jaxload.converters.convert import convert
+
+    dataset = tmp_path / "ds"
+    convert(shared_lerobot / "h264_single", dataset, workers=1, progress=False)
+    for _ in range(5):
+        run = subprocess.run(
+            [sys.executable, "-m", "tests.support.stuck_reader", "exit", str(dataset)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0 and "CLOSED" in run.stdout, run.stderr[-2000:]
+        assert "terminate called" not in run.stderr

@@ -187,6 +187,44 @@ def test_a_killed_worker_collected_by_someone_else_is_named_and_no_batch_is_skip
     loader.close()
 
 
+def _spawned_workers(pid: int) -> list[int]:
+    """Children of `pid` that multiprocessing spawned (Grain workers), not its tracker."""
+    found = []
+    for child in _children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"spawn_main" in f.read():
+                    found.append(child)
+        except OSError:
+            continue
+    return found
+
+
+def test_a_worker_killed_while_it_starts_is_named_and_no_batch_is_skipped(dataset):
+    """Found by the soak: a worker SIGKILLed before Grain ran its worker_init_fn (while it
+    imports, seconds on a busy machine) is known by no pid, and its death came out as
+    Grain's bare RuntimeError."""
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
+    want = [next(reference) for _ in range(6)]
+    options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    loader = make_loader(dataset, options=options, **KW).start()
+    assert _within(30, lambda: len(_spawned_workers(os.getpid())) == 2)
+    registry = loader._workers
+    starting = _spawned_workers(os.getpid())
+    assert registry.pid(0) is None and registry.pid(1) is None  # neither said who it is yet
+    os.kill(starting[0], signal.SIGKILL)
+    got = []
+    with pytest.raises(WorkerDiedError, match=r"was killed by signal 9") as caught:
+        while len(got) < len(want):
+            got.append(next(loader))
+    assert caught.value.signal == signal.SIGKILL
+    assert caught.value.position == 4 * len(got) == loader.get_state()["position"]
+    while len(got) < len(want):
+        got.append(next(loader))
+    assert_batches_equal(got, want)
+    loader.close()
+
+
 def test_an_error_a_worker_forwards_leaves_no_batch_skipped(dataset, tmp_path):
     """A worker's read that raises (here a transform failing once) is raised by next(); the
     next next() reads that batch again. Before, Grain dropped that worker: the loader went
@@ -304,3 +342,15 @@ def test_a_closed_pipelines_worker_stops_reading(tmp_path):
             workers.raise_if_pipeline_closed()
     finally:
         workers._pipeline_closed.clear()
+
+
+def test_a_short_soak_with_workers_killed_serves_the_undisturbed_batches(dataset):
+    """benchmarks/soak_worker_kill.py for 45 s, a worker SIGKILLed every 8 s once a batch
+    came since the last kill (issue #33's soak: 10 minutes, one a minute): every batch and
+    every state equal to the undisturbed run's."""
+    from benchmarks.soak_worker_kill import soak
+
+    summary = soak(dataset, minutes=0.75, kill_every_s=8, batch_size=4, log=lambda *a: None)
+    assert summary["ok"], summary
+    assert summary["kills"] >= 2 and summary["worker_died_errors"] >= 1, summary
+    assert summary["batches_served"] >= 3, summary
