@@ -278,15 +278,7 @@ def load_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
         (4, [5, 1, 2, 12], ['pick up the cube and put it in the bowl'])
     """
     key = _cache_key(storage, info, layout.EPISODES_PATH)
-    with _cache_lock:
-        cached = _cache.get(key) if key else None
-    if cached is not None:
-        return cached
-    episodes = _read_episodes(storage, info)
-    if key:
-        with _cache_lock:
-            _cache[key] = episodes
-    return episodes
+    return _cached(key, lambda: _read_episodes(storage, info))
 
 
 def load_tasks(storage: DatasetStorage, info: DatasetInfo | None = None) -> TaskTable:
@@ -303,15 +295,20 @@ def load_tasks(storage: DatasetStorage, info: DatasetInfo | None = None) -> Task
         {0: 'pick up the cube and put it in the bowl', 1: 'push the cube to the left edge'}
     """
     key = _cache_key(storage, info, layout.TASKS_PATH)
+    return _cached(key, lambda: _read_tasks(storage, info))
+
+
+def _cached(key: Any, read: Any) -> Any:
+    """The table cached under `key` (None: not cacheable), else `read()`, cached."""
     with _cache_lock:
         cached = _cache.get(key) if key else None
     if cached is not None:
         return cached
-    tasks = _read_tasks(storage, info)
+    table = read()
     if key:
         with _cache_lock:
-            _cache[key] = tasks
-    return tasks
+            _cache[key] = table
+    return table
 
 
 # Tables opened in this process, while anything holds them.

@@ -24,12 +24,16 @@ CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 
 WINDOWS = {"observation.images.top": [-0.1, 0.0]}
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("nvdec")
+def two_camera_dataset(root):
+    """A converted dataset of 4 episodes, two cameras of other sizes, GOP 4."""
     src = write_lerobot_v3(root / "src", episode_lengths=(12, 30, 9, 21), cameras=CAMERAS)
     convert(src, root / "ds", workers=1, gop=4, progress=False)
     return root / "ds"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return two_camera_dataset(tmp_path_factory.mktemp("nvdec"))
 
 
 # --- the backend: always torchcodec's NVDEC backend on CUDA ----------------------------

@@ -11,23 +11,15 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxload
-from jaxload.converters.convert import convert
 from jaxload.decode import backend
 from jaxload.pipeline import decode_choice
 from jaxload.pipeline.decode_choice import choose_by_rates, measure_decode_paths
-from tests.decode.test_nvdec import SlowOnOneSide
-from tests.support.lerobot_factory import write_lerobot_v3
-
-CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}
-WINDOWS = {"observation.images.top": [-0.1, 0.0]}
+from tests.decode.test_nvdec import WINDOWS, SlowOnOneSide, two_camera_dataset
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("choice")
-    src = write_lerobot_v3(root / "src", episode_lengths=(12, 30, 9, 21), cameras=CAMERAS)
-    convert(src, root / "ds", workers=1, gop=4, progress=False)
-    return root / "ds"
+    return two_camera_dataset(tmp_path_factory.mktemp("choice"))
 
 
 @pytest.mark.parametrize(
