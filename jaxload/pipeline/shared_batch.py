@@ -125,6 +125,14 @@ class SlotPool:
                 if slot.name == ref.name:
                     slot.buf[0] = FREE
 
+    def exit_process(self, status: int) -> None:
+        """Unlinks every segment, then ends the process while holding the pool's lock: a read
+        thread is then never halfway through making a segment (made, not yet unlinked),
+        which would stay named in /dev/shm for good."""
+        self.unlink_all()
+        self._lock.acquire()
+        os._exit(status)
+
     def unlink_all(self) -> int:
         """Removes every segment's name (the training process may hold some: their memory
         lives on until it drops them); returns how many.

@@ -244,15 +244,29 @@ def exit_with_parent(worker_index: int, worker_count: int, directory: str | None
     watch.start()
 
 
+def _orphaned(parent_pid: int, directory: str | None) -> bool:
+    """One look of a worker's watch: marks the pipeline closed once its `directory` is gone
+    (reads stop; the watch goes on: a dead trainer's directory may be swept too, and its
+    slots must still be unlinked), and says whether the training process died."""
+    if directory is not None and not _pipeline_closed.is_set() and not os.path.isdir(directory):
+        _pipeline_closed.set()
+    return os.getppid() != parent_pid
+
+
 def _exit_when_orphaned(parent_pid: int, directory: str | None = None) -> None:
-    while os.getppid() == parent_pid:
-        if directory is not None and not os.path.isdir(directory):
-            _pipeline_closed.set()
-            return
+    while not _orphaned(parent_pid, directory):
         time.sleep(PARENT_POLL_S)
-    # Nobody can open the slots now; the resource tracker may be dead too.
+    # Nobody can open the slots now; the resource tracker may be dead too. What the dead
+    # trainer itself made under its name (its metadata columns, jaxload.format.columns) goes
+    # too: it can no longer unlink them.
+    with contextlib.suppress(OSError):
+        prefix = shared_batch.segment_prefix(parent_pid)
+        for name in os.listdir(shared_batch.SHM_DIR):
+            if name.startswith(prefix):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(shared_batch.SHM_DIR, name))
     with contextlib.suppress(Exception):
-        shared_batch.worker_pool().unlink_all()
+        shared_batch.worker_pool().exit_process(1)
     os._exit(1)
 
 
