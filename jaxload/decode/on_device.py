@@ -233,14 +233,30 @@ def _in_row_order(
     from_host = place < 0
     parts = []
     if from_host.any():
-        rows = torch.from_numpy(np.ascontiguousarray(host[local[from_host]]))
-        parts.append(rows.to(device) if device != "cpu" else rows)
+        parts.append(_host_rows(host, local[from_host], device, alone=from_host.all()))
     parts += decoded
     frames = parts[0] if len(parts) == 1 else torch.cat(parts)
     if from_host.any() and not from_host.all():  # host rows first: put each row in place
         order = np.argsort(np.concatenate([local[from_host], local[~from_host]]), kind="stable")
-        frames = frames[torch.from_numpy(order).to(frames.device)]
+        # The readers decode the first rows of each device's block (DecodeSplit), so the
+        # rows are in order already unless a caller split them otherwise.
+        if not np.array_equal(order, np.arange(len(order))):
+            frames = frames[torch.from_numpy(order).to(frames.device)]
     return frames.contiguous()
+
+
+def _host_rows(host: np.ndarray, rows: np.ndarray, device: str, alone: bool) -> Any:
+    """The readers' `rows` of `host` (a shared-memory slot the readers reuse) as a tensor on
+    `device`, copied once: a run of consecutive rows is read in place (no gather first)."""
+    import torch
+
+    consecutive = len(rows) and rows[-1] - rows[0] + 1 == len(rows) and np.all(np.diff(rows) > 0)
+    view = host[rows[0] : rows[-1] + 1] if consecutive else host[rows]  # fancy index: a copy
+    tensor = torch.from_numpy(np.ascontiguousarray(view))
+    if device != "cpu":
+        return tensor.to(device)
+    # On CPU nothing below copies a lone part: never hand JAX the slot's memory.
+    return tensor.clone() if consecutive and alone else tensor
 
 
 def to_jax(frames: Any) -> Any:
