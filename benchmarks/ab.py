@@ -11,6 +11,9 @@ stand-in of tests/support/s3_server.py with `--latency-ms` per request and a cac
     python benchmarks/ab.py --base da43c00 --remote --rounds 3
     python benchmarks/ab.py --base HEAD~1 --height 480 --width 640 --episodes 8
 
+Where the base cannot read this tree's dataset (a format version between them), the base
+side reads the same source converted by its own converter (local runs).
+
 Each side runs `make_loader(path, options=PipelineOptions(num_workers=...))`, the call both
 APIs take, with the same windows as benchmarks/bench_remote.py.
 """
@@ -81,6 +84,34 @@ def checkout(base: str, into: Path) -> Path:
     return tree
 
 
+def readable(tree: Path, dataset: Path) -> bool:
+    """Whether the jaxload of `tree` opens `dataset` (not across a format version change)."""
+    code = "import sys, jaxload; jaxload.open(sys.argv[1])"
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(dataset)],
+        cwd=tree,
+        env=env,
+        check=False,
+        capture_output=True,
+    )
+    return out.returncode == 0
+
+
+def convert_with(tree: Path, source: Path, out: Path) -> str:
+    """`source` converted by the converter of `tree` (each side reads its own format)."""
+    code = (
+        "import sys; from jaxload.converters.convert import convert; "
+        "convert(sys.argv[1], sys.argv[2], progress=False)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    subprocess.run(
+        [sys.executable, "-c", code, str(source), str(out)], cwd=tree, env=env, check=True
+    )
+    print(f"base side: {source.name} converted by {tree.name}'s converter (another format)")
+    return str(out)
+
+
 def measure(tree: Path, config: dict, devices: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
     if config["sharded"]:
@@ -121,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = bench_data.DatasetSpec(
         "remote", height=args.height, width=args.width, episodes=args.episodes
     )
-    _, root = bench_data.prepare(spec, args.cache)
+    source, root = bench_data.prepare(spec, args.cache)
     base_sha = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", args.base],
         check=True,
@@ -133,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         base = checkout(args.base, Path(scratch))
         try:
             path, remote, options = str(root), None, None
+            paths = {"head": path, "base": path}
+            if not args.remote and not readable(base, root):  # a format change between them
+                paths["base"] = convert_with(base, source, Path(scratch) / "base-dataset")
             if args.remote:
                 from jaxload import format as fmt
                 from tests.support.s3_server import S3Server
@@ -155,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                     order = [("head", REPO_ROOT), ("base", base)]
                     for side, tree in order if r % 2 == 0 else order[::-1]:
                         config = {
-                            "path": path,
+                            "path": paths[side] if not args.remote else path,
                             "batch_size": args.batch_size,
                             "batches": args.batches,
                             "warmup": args.warmup,

@@ -1,8 +1,9 @@
 """What verifying every record costs: samples/s of batched reads with and without the
-xxh3 check, side by side in one run.
+xxh3 check, side by side in one run, and the per-batch validation besides (each frame
+asked for lies in its GOP record, `EncodedFrames._check_frames`).
 
 "Without" replaces the check by stripping the 8 checksum bytes (the only way to read a
-format-3 record unverified; there is no user switch), so the difference is exactly the
+checksummed record unverified; there is no user switch), so the difference is exactly the
 hashing. Reads go through `JaxloadDataset.__getitems__` (read + verify + decode, as a
 loader worker does), batches of 32 random positions with benchmark windows, on the
 benchmark's small (96x128) and large (480x640) datasets (cached under runs/bench/), the
@@ -57,7 +58,7 @@ def read_batches(ds, batches: list[np.ndarray]) -> float:
 
 def measure(path: Path, rounds: int, count: int) -> dict:
     ds = jaxload.open(path, delta_timestamps=bench_windows(jaxload.open(path)))
-    assert ds.info.checked, f"{path}: converted before format 3; delete it to regenerate"
+    assert ds.info.checked, f"{path}: records without checksums; delete it to regenerate"
     rng = np.random.default_rng(0)
     batches = [rng.integers(0, len(ds), BATCH) for _ in range(count)]
     read_batches(ds, batches[:3])  # warm-up: decoders, page cache
@@ -68,12 +69,34 @@ def measure(path: Path, rounds: int, count: int) -> dict:
             seconds["unverified"].append(read_batches(ds, batches))
     rate = {k: BATCH * count / statistics.median(v) for k, v in seconds.items()}
     hashed = hashed_per_batch(ds, batches)
+    checked = validation_per_batch(ds, batches)
+    batch_ms = 1e3 * BATCH / rate["verified"]
     return rate | {
         "verified_over_unverified": rate["verified"] / rate["unverified"],
         "bytes_hashed_per_batch": hashed["bytes"],
         "hash_ms_per_batch": hashed["ms"],
-        "hash_share_of_verified_batch": hashed["ms"] / 1e3 / (BATCH / rate["verified"]),
+        "hash_share_of_verified_batch": hashed["ms"] / batch_ms,
+        "validation_ms_per_batch": checked,
+        "checks_share_of_verified_batch": (hashed["ms"] + checked) / batch_ms,
     }
+
+
+def validation_per_batch(ds, batches: list[np.ndarray]) -> float:
+    """Milliseconds per batch spent checking decoded frames against their GOP records."""
+    from jaxload.decode.frames import EncodedFrames
+
+    real, spent = EncodedFrames._check_frames, [0.0]
+
+    def timed(self, counts):
+        started = time.perf_counter()
+        try:
+            return real(self, counts)
+        finally:
+            spent[0] += time.perf_counter() - started
+
+    with mock.patch.object(EncodedFrames, "_check_frames", timed):
+        read_batches(ds, batches)
+    return 1e3 * spent[0] / len(batches)
 
 
 def hashed_per_batch(ds, batches: list[np.ndarray]) -> dict:

@@ -1,28 +1,34 @@
-"""GPU decode benchmark: torchcodec CUDA decode alone vs the loader feeding a pjit'ed step.
+"""GPU decoding, measured side by side in one run: accuracy against the CPU, the NVDEC and
+CPU-worker limits, and the loader on each path feeding a jitted step.
 
-    python benchmarks/bench_gpu.py                    # on a GPU machine: NVDEC ("cuda")
-    python benchmarks/bench_gpu.py --decode-device device --sizes small   # dry run on CPU
+    python benchmarks/bench_gpu.py                                   # on a GPU machine
+    python benchmarks/bench_gpu.py --device device --sizes small --quick   # dry run on CPU
 
-For each size (small 96x128, large 480x640; two cameras; LeRobot AV1 sources converted to
-H.264 with the default GOP) it reports, in one run:
+For each size (small 96x128, policy 224x224, large 480x640; two cameras; LeRobot AV1
+sources converted to H.264 with the default GOP; `--hevc` adds HEVC conversions to the
+accuracy check) it reports:
 
-1. the decode limit: torchcodec on the device decoding exactly the frames of the batches
-   the loader serves (one decoder per camera and batch, as the loader does), nothing else;
-2. the loader (`make_loader(decode_device=...)`, batches sharded over all devices) feeding a
-   small pjit'ed convolutional policy whose step takes >= --min-step-ms: frames/s, the
-   fraction of wall time the step loop waited for data, and GPU utilisation (nvidia-smi,
-   sampled every 100 ms, when present);
+1. accuracy: every frame of the first batches decoded on the device (jaxload's decode
+   path, torchcodec's NVDEC backend) against the CPU decode: the largest absolute
+   difference (the target: <= 3 levels), windows with padded slots included;
+2. the NVDEC limit: the loader's batches decoded on all devices by the `DeviceDecoder`
+   with `decode_threads` decodes in flight per GPU and nothing else (frames/s);
+3. the CPU-worker limit: the loader with decode_device="cpu", no step (samples/s);
+4. the loader with decode_device "cuda", "hybrid", "cpu" and "auto" feeding a jitted
+   conv policy whose step takes >= --min-step-ms: samples/s, the share of wall time the
+   step loop waited for data, the first batch's time, the hybrid split reached, and the
+   growth of the devices' memory in use over the run.
 
-and the ratio loader / decode limit. Results go to stdout and benchmarks/results_gpu.json.
+The ratios the issue asks for (NVDEC loader / NVDEC limit, hybrid / (CPU + NVDEC limits),
+auto / best) are printed at the end; everything goes to benchmarks/results_gpu.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -32,137 +38,277 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-SIZES = {"small": (96, 128, 50), "large": (480, 640, 12)}  # as benchmarks/run.py
+SIZES = {"small": (96, 128, 50), "policy": (224, 224, 24), "large": (480, 640, 12)}
+WINDOWS = {
+    "action": [k / 30 for k in range(16)],
+    "observation.state": [-2 / 30, -1 / 30, 0.0],
+    "observation.images.top": [-1 / 30, 0.0],  # padded at each episode's first frame
+    "observation.images.wrist": [0.0],
+}
+CAMERAS = ("observation.images.top", "observation.images.wrist")
+PATHS = ("cuda", "hybrid", "cpu", "auto")
 
 
-def main() -> None:
-    args = _parse()
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()
-    from benchmarks.bench_data import DatasetSpec, prepare
-
+    if args.deadline:  # a stall becomes every thread's stack in the log, not a silent kill
+        faulthandler.dump_traceback_later(args.deadline, exit=True)
     results = []
     for name in args.sizes:
-        height, width, episodes = SIZES[name]
-        _, dataset = prepare(DatasetSpec(name, height, width, episodes), Path(args.cache))
-        results.append(bench_size(name, dataset, args))
-        print(_line(results[-1]), flush=True)
-    out = REPO_ROOT / "benchmarks" / "results_gpu.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+        codecs = datasets(name, args)
+        results.append(bench_size(name, codecs["h264"], codecs, args))
+        print(json.dumps(results[-1]["summary"]), flush=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
 
 
-def _parse() -> argparse.Namespace:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--sizes", nargs="+", default=["small", "large"], choices=sorted(SIZES))
-    p.add_argument("--decode-device", default="cuda", choices=["cuda", "device", "auto"])
+    p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=sorted(SIZES))
+    p.add_argument(
+        "--device", default="cuda", choices=["cuda", "device"], help="'device': CPU dry run"
+    )
     p.add_argument("--batch-size", type=int, default=64, help="global batch size")
-    p.add_argument("--batches", type=int, default=40, help="measured batches (after warm-up)")
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--seconds", type=float, default=15.0, help="timed loading per path")
     p.add_argument("--min-step-ms", type=float, default=20.0, help="model step time to aim for")
-    p.add_argument("--workers", type=int, default=None, help="Grain workers (default: autotune)")
+    p.add_argument(
+        "--workers", type=int, default=None, help="Grain workers (default: the loader's)"
+    )
+    p.add_argument("--hevc", action="store_true", help="also check HEVC conversions' accuracy")
+    p.add_argument("--quick", action="store_true", help="a few seconds per path (dry runs)")
     p.add_argument("--cache", default=str(REPO_ROOT / "runs" / "bench"))
-    return p.parse_args()
+    p.add_argument(
+        "--datasets", type=Path, default=None, help="converted datasets carried to a GPU host"
+    )
+    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_gpu.json")
+    p.add_argument("--skip-accuracy", action="store_true", help="no accuracy check")
+    p.add_argument("--skip-one-thread", action="store_true", help="no one-thread NVDEC limit")
+    p.add_argument("--deadline", type=float, default=0, help="dump stacks and exit after (s)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.seconds = 3.0
+    return args
 
 
-def bench_size(name: str, dataset: Path, args: argparse.Namespace) -> dict:
+def datasets(name: str, args: argparse.Namespace) -> dict[str, Path]:
+    """The converted datasets of size `name` by codec: made here (benchmarks/bench_data.py,
+    which needs the converter) or, with --datasets, carried to a GPU host
+    (benchmarks/gpu_carry.py: `<dir>/<size>-<codec>`)."""
+    codecs = ["h264", "hevc"] if args.hevc else ["h264"]
+    if args.datasets is not None:  # HEVC where it was carried
+        found = {c: args.datasets / f"{name}-{c}" for c in codecs}
+        return {c: path for c, path in found.items() if c == "h264" or path.is_dir()}
+    from benchmarks.bench_data import DatasetSpec, prepare
+
+    spec = DatasetSpec(name, *SIZES[name])
+    out = {"h264": prepare(spec, Path(args.cache))[1]}
+    if args.hevc:
+        out["hevc"] = prepare(spec, Path(args.cache), video_codec="hevc")[1]
+    return out
+
+
+def bench_size(name: str, dataset: Path, codecs: dict, args: argparse.Namespace) -> dict:
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    import jaxload
-
-    windows = {
-        "action": [k / 30 for k in range(16)],
-        "observation.state": [-2 / 30, -1 / 30, 0.0],
-        "observation.images.top": [-1 / 30, 0.0],
-        "observation.images.wrist": [0.0],
-    }
     auto = (jax.sharding.AxisType.Auto,)  # let XLA place the step's gradient reductions
     mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=auto)
     sharding = NamedSharding(mesh, P("data"))
-    device = "cuda:0" if args.decode_device in ("cuda", "auto") else "cpu"
-    limit = decode_limit(dataset, windows, args, device)
-    loader = jaxload.make_loader(
-        str(dataset),
-        global_batch_size=args.batch_size,
-        delta_timestamps=windows,
-        sharding=sharding,
-        decode_device=args.decode_device,
-        options=jaxload.PipelineOptions(num_workers=args.workers, autotune=args.workers is None),
+    out = {"size": name, "devices": [str(d) for d in jax.devices()]}
+    out["accuracy_max_abs"] = (
+        {}
+        if args.skip_accuracy
+        else {c: accuracy(path, sharding, args) for c, path in codecs.items()}
     )
-    step, state = _model(loader, sharding, args.min_step_ms)
-    with loader, GpuUtilisation() as util:
-        for _ in range(args.warmup):
-            state = step(state, _arrays(next(loader)))
-        jax.block_until_ready(state)
-        waited = 0.0
-        start = time.perf_counter()
-        for _ in range(args.batches):
+    _progress(name, "accuracy", out["accuracy_max_abs"])
+    out["nvdec_limit_frames_per_s"] = device_limit(dataset, sharding, args)
+    _progress(name, "nvdec limit frames/s", out["nvdec_limit_frames_per_s"])
+    out["nvdec_one_thread_frames_per_s"] = (
+        0.0 if args.skip_one_thread else device_limit(dataset, sharding, args, threads=1)
+    )
+    _progress(name, "nvdec one thread frames/s", out["nvdec_one_thread_frames_per_s"])
+    out["cpu_limit_samples_per_s"] = loader_run(dataset, sharding, "cpu", args, step=False)[
+        "samples_per_s"
+    ]
+    _progress(name, "cpu limit samples/s", out["cpu_limit_samples_per_s"])
+    paths = ("device", "hybrid", "cpu") if args.device == "device" else PATHS
+    out["loader"] = {}
+    for path in paths:
+        out["loader"][path] = loader_run(dataset, sharding, path, args)
+        _progress(name, f"loader {path}", out["loader"][path])
+    frames_per_sample = 3  # two top frames and one wrist frame
+    nvdec = out["nvdec_limit_frames_per_s"] / frames_per_sample
+    cpu = out["cpu_limit_samples_per_s"]
+    gpu_path = out["loader"]["cuda" if "cuda" in out["loader"] else "device"]["samples_per_s"]
+    best = max(r["samples_per_s"] for p, r in out["loader"].items() if p != "auto")
+    summary = {
+        "size": name,
+        "accuracy_max_abs": out["accuracy_max_abs"],
+        "nvdec_loader_vs_limit": gpu_path / nvdec,
+        "nvdec_frames_per_s": {
+            "all_threads": round(out["nvdec_limit_frames_per_s"]),
+            "one_thread": round(out["nvdec_one_thread_frames_per_s"]),
+        },
+        "hybrid_vs_sum_of_limits": out["loader"]["hybrid"]["samples_per_s"] / (nvdec + cpu),
+        "samples_per_s": {p: round(r["samples_per_s"]) for p, r in out["loader"].items()},
+        "wait_fraction": {p: round(r["wait_fraction"], 3) for p, r in out["loader"].items()},
+        "first_batch_s": {p: round(r["first_batch_s"], 2) for p, r in out["loader"].items()},
+        "memory_growth": {p: r["memory_growth"] for p, r in out["loader"].items()},
+        "readers_share": {p: r["decode_share_readers"] for p, r in out["loader"].items()},
+    }
+    if "auto" in out["loader"]:
+        summary["auto_vs_best"] = out["loader"]["auto"]["samples_per_s"] / best
+    out["summary"] = summary
+    return out
+
+
+def _progress(size: str, stage: str, value) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {size} {stage}: {value}", flush=True)
+
+
+def accuracy(dataset: Path, sharding, args: argparse.Namespace) -> int:
+    """The largest |device - CPU| over every frame of the first batches (0..255)."""
+    import jaxload
+
+    kw = dict(
+        global_batch_size=args.batch_size, seed=1, sharding=sharding, delta_timestamps=WINDOWS
+    )
+    on_cpu = jaxload.make_loader(dataset, options=jaxload.PipelineOptions(num_workers=0), **kw)
+    decode = "cuda" if args.device == "cuda" else "device"
+    options = jaxload.PipelineOptions(num_workers=0)
+    on_device = jaxload.make_loader(dataset, decode_device=decode, options=options, **kw)
+    worst = 0
+    with on_cpu, on_device:
+        for _ in range(4 if args.quick else 16):
+            want, got = next(on_cpu), next(on_device)
+            for key in CAMERAS:
+                diff = np.abs(np.asarray(got[key]).astype(np.int16) - np.asarray(want[key]))
+                worst = max(worst, int(diff.max()))
+    return worst
+
+
+def device_limit(dataset: Path, sharding, args: argparse.Namespace, threads=None) -> float:
+    """Frames/s of the devices decoding the loader's batches (DeviceDecoder, every device
+    and decode thread busy), nothing else: the readers' work is done beforehand."""
+    import jaxload
+    from jaxload.decode.on_device import CameraRows, DeviceDecoder
+    from jaxload.pipeline import hosts
+
+    decode = "cuda" if args.device == "cuda" else "device"
+    options = jaxload.PipelineOptions(num_workers=0)
+    loader = jaxload.make_loader(
+        dataset,
+        global_batch_size=args.batch_size,
+        seed=2,
+        sharding=sharding,
+        delta_timestamps=WINDOWS,
+        decode_device=decode,
+        options=options,
+    )
+    spec = loader.spec
+    read = loader.read_batch()
+    batches = [read.map(k) for k in range(8)]
+    loader.close()
+    shapes = {k: spec.schema.fields[k].shape for k in CAMERAS}
+    rows = np.arange(len(spec.rows))
+    decoder = DeviceDecoder(threads or spec.options.decode_threads, timeout_s=600)
+
+    def sharding_for(ndim: int):
+        return hosts.sharding_for_rank(sharding, ndim)
+
+    def decode_all(batch: dict) -> None:
+        cameras = {k: CameraRows(batch[k], rows) for k in CAMERAS}
+        arrays = decoder.decode_to_global(cameras, shapes, sharding_for, spec.rows, len(rows))
+        for a in arrays.values():
+            a.block_until_ready()
+
+    decode_all(batches[0])  # decoders, caches
+    frames, began = 0, time.perf_counter()
+    while time.perf_counter() - began < args.seconds:
+        for batch in batches:
+            decode_all(batch)
+            frames += sum(batch[k].gop_index.size for k in CAMERAS)
+    decoder.close()
+    return frames / (time.perf_counter() - began)
+
+
+def loader_run(dataset: Path, sharding, path: str, args: argparse.Namespace, step=True) -> dict:
+    """The loader on `path` for args.seconds, feeding the jitted step (or nothing)."""
+    import jax
+
+    import jaxload
+
+    options = jaxload.PipelineOptions(num_workers=args.workers)
+    opened = time.perf_counter()
+    loader = jaxload.make_loader(
+        dataset,
+        global_batch_size=args.batch_size,
+        seed=3,
+        sharding=sharding,
+        delta_timestamps=WINDOWS,
+        decode_device=path,
+        options=options,
+    )
+    first = next(loader)
+    jax.block_until_ready(first)
+    first_s = time.perf_counter() - opened
+    update, state = _model(first, sharding, args.min_step_ms) if step else (None, None)
+    memory = [_in_use()]
+    waited, samples = 0.0, 0
+    began = time.perf_counter()
+    with loader:
+        while time.perf_counter() - began < args.seconds:
             t = time.perf_counter()
             batch = next(loader)
             waited += time.perf_counter() - t
-            state = step(state, _arrays(batch))
+            if update is not None:
+                state = update(state, _arrays(batch))
+            else:
+                jax.block_until_ready(batch)
+            samples += args.batch_size
+            memory.append(_in_use())
         jax.block_until_ready(state)
-        wall = time.perf_counter() - start
-    frames = args.batches * args.batch_size * 3  # 2 top + 1 wrist frame per sample
+        wall = time.perf_counter() - began
+        share = loader.decode_share
+        closing = time.perf_counter()
+    close_s = round(time.perf_counter() - closing, 2)
+    growth = None
+    if memory[1:] and memory[1]:
+        growth = round(max(memory[1:]) / memory[1] - 1, 3)
     return {
-        "size": name,
-        "devices": [str(d) for d in jax.devices()],
         "decode_device": loader.options.decode_device,
-        "decode_limit_frames_per_s": limit,
-        "loader_frames_per_s": frames / wall,
-        "loader_vs_limit": frames / wall / limit,
+        "samples_per_s": samples / wall,
         "wait_fraction": waited / wall,
-        "step_ms": 1000 * wall / args.batches,
-        "gpu_utilisation": util.mean,
+        "first_batch_s": first_s,
+        "decode_share_readers": share,
+        "auto_choice": None
+        if loader.spec.decode_choice is None
+        else loader.spec.decode_choice.describe(),
+        "close_s": close_s,
+        "memory_growth": growth,
     }
 
 
-def decode_limit(dataset: Path, windows: dict, args: argparse.Namespace, device: str) -> float:
-    """Frames/s of torchcodec on `device` decoding the loader's first batches, nothing else."""
-    import jaxload
+def _in_use() -> int:
+    """Bytes in use on the first device (0 where the backend does not say)."""
+    import jax
 
-    ds = jaxload.open(dataset, delta_timestamps=windows)
-    loader = jaxload.make_loader(
-        ds,
-        global_batch_size=args.batch_size,
-        host_index=0,
-        host_count=1,
-        options=jaxload.PipelineOptions(num_workers=0),
-    )
-    with loader:
-        batches = [next(loader)["index"] for _ in range(args.warmup + args.batches)]
-    encoded = [ds.read_encoded(b)[1] for b in batches]  # reading is not part of the limit
-    for videos in encoded[: args.warmup]:
-        for video in videos.values():
-            video.decode(device, as_torch=True)
-    frames = 0
-    start = time.perf_counter()
-    for videos in encoded[args.warmup :]:
-        for video in videos.values():
-            out = video.decode(device, as_torch=True)
-            frames += out.shape[0] * out.shape[1]
-    _synchronize(device)
-    return frames / (time.perf_counter() - start)
+    stats = jax.devices()[0].memory_stats() or {}
+    return int(stats.get("bytes_in_use", 0))
 
 
-def _synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def _model(loader, sharding, min_step_ms: float):
-    """A conv policy over both cameras; widened until one step takes >= min_step_ms."""
+def _model(batch: dict, sharding, min_step_ms: float):
+    """A conv policy over both cameras, widened until one step takes >= min_step_ms."""
     import jax
     import jax.numpy as jnp
 
     def init(width: int):
-        key = jax.random.PRNGKey(0)
-        k1, k2, k3 = jax.random.split(key, 3)
+        k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
         return {
             "conv1": jax.random.normal(k1, (5, 5, 3, width)) * 0.05,
             "conv2": jax.random.normal(k2, (3, 3, width, width)) * 0.05,
@@ -171,9 +317,9 @@ def _model(loader, sharding, min_step_ms: float):
 
     def loss(params, batch):
         feats = []
-        for key in ("observation.images.top", "observation.images.wrist"):
+        for key in CAMERAS:
             x = batch[key].astype(jnp.float32) / 255.0
-            if x.ndim == 5:  # (B, T, H, W, C): the latest frame (keeps the batch axis intact)
+            if x.ndim == 5:  # (B, T, H, W, C): the latest frame
                 x = x[:, -1]
             for w in (params["conv1"], params["conv2"]):
                 x = jax.nn.relu(
@@ -191,67 +337,25 @@ def _model(loader, sharding, min_step_ms: float):
         grads = jax.grad(loss)(params, batch)
         return jax.tree.map(lambda p, g: p - 1e-3 * g, params, grads)
 
-    step = jax.jit(update, out_shardings=replicated)  # parameters replicated, batch sharded
-
-    batch = _arrays(next(loader))
+    step = jax.jit(update, out_shardings=replicated)
+    batch = _arrays(batch)
     width = 16
     while True:
-        params = init(width)
-        params = step(params, batch)
+        params = step(init(width), batch)
         jax.block_until_ready(params)
         t = time.perf_counter()
         for _ in range(3):
             params = step(params, batch)
         jax.block_until_ready(params)
-        ms = (time.perf_counter() - t) / 3 * 1000
-        if ms >= min_step_ms or width >= 512:
+        if (time.perf_counter() - t) / 3 * 1000 >= min_step_ms or width >= 512:
             return step, params
         width *= 2
 
 
-class GpuUtilisation:
-    """Mean GPU utilisation (%) from nvidia-smi while the block runs; None without one."""
-
-    def __init__(self, period_s: float = 0.1):
-        self.period_s, self.samples, self.mean = period_s, [], None
-        self._stop = threading.Event()
-
-    def __enter__(self) -> GpuUtilisation:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.mean = float(np.mean(self.samples)) if self.samples else None
-
-    def _run(self) -> None:
-        query = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
-        while not self._stop.wait(self.period_s):
-            try:
-                out = subprocess.run(query, capture_output=True, text=True, timeout=2).stdout
-            except (OSError, subprocess.TimeoutExpired):
-                return
-            values = [float(v) for v in out.split() if v.strip().replace(".", "").isdigit()]
-            if values:
-                self.samples.append(np.mean(values))
-
-
 def _arrays(batch: dict) -> dict:
-    """The batch without its host-side strings ("task"), for the jitted step."""
+    """The batch without host-side strings, for the jitted step."""
     return {k: v for k, v in batch.items() if getattr(v, "dtype", np.dtype("O")).kind not in "USO"}
 
 
-def _line(r: dict) -> str:
-    util = "n/a" if r["gpu_utilisation"] is None else f"{r['gpu_utilisation']:.0f}%"
-    return (
-        f"{r['size']}: decode limit {r['decode_limit_frames_per_s']:.0f} frames/s, loader "
-        f"{r['loader_frames_per_s']:.0f} frames/s ({r['loader_vs_limit']:.0%} of the limit), "
-        f"waiting {r['wait_fraction']:.1%} of {r['step_ms']:.1f} ms steps, GPU {util}, "
-        f"decode on {r['decode_device']}"
-    )
-
-
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -253,6 +254,7 @@ def write_droid_shaped(
     tasks) from the converted `template` (module docstring); returns `root`."""
     from jaxload import format as fmt
     from jaxload.converters.writer import ShardWriter, write_offsets
+    from jaxload.format import sealing
     from jaxload.format.reader import DatasetFiles
 
     root = Path(root)
@@ -278,23 +280,6 @@ def write_droid_shaped(
     task_of = rng.integers(0, tasks, n)
     task_names = np.array([f"droid task {t}: put the marker in the cup" for t in range(tasks)])
     seed_ = int(hashlib.sha256(b"droid-shaped").hexdigest()[:16], 16)
-
-    # Shard 0, for real: the first EPISODES_PER_SHARD episodes, record by record.
-    writer = ShardWriter(root, shard_bytes=1 << 62, record_seed=seed_)
-    dtype = info.frame_dtype
-    for e in range(min(EPISODES_PER_SHARD, n)):
-        rows = np.zeros(lengths[e], dtype)
-        t = np.arange(lengths[e])
-        for name in dtype.names:
-            rows[name] = {"timestamp": t / DROID_FPS, "frame_index": t, "episode_index": e,
-                          "index": starts[e] + t, "task_index": task_of[e]}.get(name, 0)  # fmt: skip
-        raw = rows.tobytes()
-        size = fmt.FRAMES_PER_BLOCK * dtype.itemsize
-        record_blocks = [[raw[i : i + size] for i in range(0, len(raw), size)]]
-        record_blocks += [[init[c]] + [gop_record[c]] * int(segments[e]) for c in cams]
-        writer.append_episode(record_blocks)
-    writer.close()
-    offsets = write_offsets(root, [int(shard_records[0])])
 
     table = {
         "episode_index": pa.array(np.arange(n)),
@@ -327,6 +312,7 @@ def write_droid_shaped(
         if (template / extra).exists():
             shutil.copy(template / extra, root / extra)
     fingerprint = hashlib.sha256(f"droid-shaped {seed} {info.fingerprint}".encode()).hexdigest()
+    assert not any(f.is_string for f in info.features.values()), "string features: not built"
     droid = info.__class__(
         fps=DROID_FPS,
         total_frames=int(lengths.sum()),
@@ -339,7 +325,38 @@ def write_droid_shaped(
         converter=info.converter,
         record_seed=seed_,
         shard_records=tuple(int(c) for c in shard_records),
-        offsets_xxh3=offsets + ("0" * 16,) * (len(shard_records) - 1),
+    )
+    # The record key covers the metadata's digests (format 5): the same bytes the
+    # converter streams (`sealing.TableDigests`), over whole columns here.
+    episodes_digests = {
+        "episode_index": sealing.ints_digest(np.arange(n)),
+        "length": sealing.ints_digest(lengths),
+        "tasks": sealing.string_lists_digest(np.ones(n, np.int64), pa.array(task_names[task_of])),
+    } | {fmt.segment_column(c, "segment_starts"): sealing.int_lists_digest(segments, local)
+         for c in cams}  # fmt: skip
+    droid = dataclasses.replace(
+        droid, metadata_xxh3=droid.digests() | {sealing.EPISODES: episodes_digests}
+    )
+
+    # Shard 0, for real: the first EPISODES_PER_SHARD episodes, record by record.
+    writer = ShardWriter(root, shard_bytes=1 << 62, record_seed=droid.records_key)
+    dtype = info.frame_dtype
+    for e in range(min(EPISODES_PER_SHARD, n)):
+        rows = np.zeros(lengths[e], dtype)
+        t = np.arange(lengths[e])
+        for name in dtype.names:
+            rows[name] = {"timestamp": t / DROID_FPS, "frame_index": t, "episode_index": e,
+                          "index": starts[e] + t, "task_index": task_of[e]}.get(name, 0)  # fmt: skip
+        raw = rows.tobytes()
+        size = fmt.FRAMES_PER_BLOCK * dtype.itemsize
+        record_blocks = [[raw[i : i + size] for i in range(0, len(raw), size)]]
+        record_blocks += [[init[c]] + [gop_record[c]] * int(segments[e]) for c in cams]
+        writer.append_episode(record_blocks)
+    writer.close()
+    offsets = write_offsets(root, [int(shard_records[0])])
+
+    droid = dataclasses.replace(
+        droid, offsets_xxh3=offsets + ("0" * 16,) * (len(shard_records) - 1)
     )
     fmt.write_json_atomic(root / fmt.INFO_PATH, droid.to_json())
     return root

@@ -5,14 +5,17 @@ Parts are read in unit order and their episodes appended to shards by `ShardWrit
 depend only on the episodes, not on how the units were run. Each finished shard is
 checkpointed (`assembly/shard-NNNNN.json`: the episodes it ends before and their rows)
 and the parts it used up are deleted, so the partial directory holds about one copy of
-the output, and a run killed during assembly resumes at the next shard: the records of
-the finished shards are re-read once to continue the content digest.
+the output, and a run killed during assembly resumes at the next shard.
+
+Records are sealed with the key of the content (`converters/content.py`), worked out from
+the units' records before assembly; each episode's records are checked against the digest
+its unit recorded as they are copied, so a part damaged on disk is converted again instead
+of being sealed as valid.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,10 +30,8 @@ from jaxload.converters.partial import JobState, crash_point, write_json_durable
 from jaxload.converters.plan import Unit
 from jaxload.converters.writer import ShardWriter
 from jaxload.errors import JaxloadError
+from jaxload.format import sealing
 from jaxload.format.shards import open_shard
-
-READ_BATCH = 256  # records per read when re-hashing a finished shard
-
 
 # meta/episodes.parquet is written this many episodes per row group (memory stays bounded).
 ROW_GROUP_EPISODES = 4096
@@ -40,7 +41,6 @@ ROW_GROUP_EPISODES = 4096
 class Assembled:
     state: JobState  # its shard checkpoints hold the meta/episodes.parquet rows
     num_shards: int
-    digest: str  # sha256 over every record in shard order (fmt.hash_record)
     shard_records: tuple[int, ...] = ()  # records per shard
 
     def rows(self) -> Iterator[dict[str, Any]]:
@@ -75,13 +75,18 @@ def assemble(
     records: dict[int, dict[str, Any]],
     cameras: Sequence[str],
     shard_bytes: int,
-    record_seed: int | None = None,
+    records_key: int,
 ) -> Assembled:
-    """Writes every shard (resuming after the last checkpoint) into state.dataset_dir."""
+    """Writes every shard (resuming after the last checkpoint) into state.dataset_dir,
+    each record sealed with `records_key` (`converters/content.py`)."""
     checkpoints = state.shard_checkpoints()
-    digest = hashlib.sha256()
     for checkpoint in checkpoints:
-        _rehash(state.dataset_dir / fmt.shard_path(checkpoint["shard"]), digest)
+        if checkpoint.get("records_key") != records_key:
+            raise JaxloadError(
+                f"{state.shard_checkpoint_path(checkpoint['shard'])}: the shards assembled "
+                "before were sealed for other content than the finished units hold now (a "
+                "unit converted again gave other records); rerun with --restart"
+            )
     resume_at = checkpoints[-1]["stop"] if checkpoints else 0
     stops = _unit_stops(units)
     shard_rows: list[dict[str, Any]] = []
@@ -96,6 +101,7 @@ def assemble(
             "stop": appended,
             "records": count,
             "size": size,
+            "records_key": records_key,
             "rows": list(shard_rows),
         }
         write_json_durable(state.shard_checkpoint_path(shard), checkpoint)
@@ -112,9 +118,8 @@ def assemble(
         state.dataset_dir,
         shard_bytes,
         first_shard=len(checkpoints),
-        digest=digest,
         on_close=on_close,
-        record_seed=record_seed,
+        record_seed=records_key,
     )
     try:
         for unit, stop in zip(units, stops):
@@ -126,6 +131,7 @@ def assemble(
             ):
                 if position < resume_at:
                     continue
+                _check_payloads(state, unit.index, episode, blocks)
                 shard, starts = writer.append_episode(blocks)
                 shard_rows.append(_row(episode, shard, starts, cameras))
                 appended = position + 1
@@ -134,7 +140,7 @@ def assemble(
         writer.abort()
         raise
     counts = tuple(c["records"] for c in state.shard_checkpoints())
-    return Assembled(state, writer.num_shards, digest.hexdigest(), counts)
+    return Assembled(state, writer.num_shards, counts)
 
 
 def write_episodes(
@@ -191,7 +197,19 @@ def _part_episodes(state: JobState, unit: int, cameras: Sequence[str]):
         reader.close()
 
 
-def _bad_part(state: JobState, unit: int, error: Exception) -> JaxloadError:
+def _check_payloads(state: JobState, unit: int, episode: dict[str, Any], blocks) -> None:
+    """The episode's records as its unit recorded them (`sealing.episode_digest`)."""
+    digest = sealing.episode_digest(record for block in blocks for record in block)
+    if digest.hex() != episode["payload_sha256"]:
+        raise _bad_part(
+            state,
+            unit,
+            f"episode {episode['episode_index']}'s records differ from the digest its unit "
+            "recorded",
+        )
+
+
+def _bad_part(state: JobState, unit: int, error: Exception | str) -> JaxloadError:
     state.unit_record_path(unit).unlink(missing_ok=True)
     state.part_path(unit).unlink(missing_ok=True)
     return JaxloadError(
@@ -217,17 +235,6 @@ def _row(episode: dict[str, Any], shard: int, starts: list[int], cameras: Sequen
         row[fmt.segment_column(cam, "segment_starts")] = stream["segment_starts"]
         row[fmt.segment_column(cam, "psnr_min")] = float(stream["psnr_min"])
     return row
-
-
-def _rehash(path: Path, digest) -> None:
-    reader = open_shard(path)
-    try:
-        n = reader.num_records()
-        for first in range(0, n, READ_BATCH):
-            for record in reader.read(list(range(first, min(first + READ_BATCH, n)))):
-                fmt.hash_record(digest, record)
-    finally:
-        reader.close()
 
 
 def fidelity(records: dict[int, dict[str, Any]], cameras: Sequence[str]):

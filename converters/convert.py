@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from jaxload import format as fmt
 from jaxload.converters import video
 from jaxload.converters.assemble import Assembled, assemble, fidelity, reconcile, write_episodes
+from jaxload.converters.content import Content, job_content
 from jaxload.converters.engines import Engine, make_engine
 from jaxload.converters.fidelity import choose_crfs
 from jaxload.converters.hub import HubClient, HubFiles
@@ -55,6 +56,7 @@ from jaxload.converters.options import (
     check_numbers,
     encode_options,
     parse_episodes,
+    resize_record,
 )
 from jaxload.converters.partial import JobState, PlanMismatch, crash_point, partial_dir
 from jaxload.converters.plan import (
@@ -68,6 +70,7 @@ from jaxload.converters.plan import (
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.publish import finish_output, resolve_out
 from jaxload.converters.sizes import conversion_sizes
+from jaxload.converters.source_stamps import forget_changed, unit_sources
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
@@ -113,6 +116,8 @@ def convert(
     work_dir: str | os.PathLike | None = None,
     keep_local: bool = False,
     storage_options: dict[str, Any] | None = None,
+    resize: str | tuple[int, int] | None = None,
+    max_size: int | None = None,
 ) -> ConvertReport:
     """Converts the LeRobot dataset at `src` (v3.0 or v2.1; a directory, an fsspec URL
     or a hub id) into a jaxload dataset at `out`.
@@ -128,6 +133,10 @@ def convert(
     downloaded (default: inside the partial directory, deleted as soon as no unit needs
     them). `restart`: discard an interrupted conversion into `out` with other arguments.
     `hub_client` / `filesystem` replace huggingface_hub / the URL's fsspec filesystem.
+    `resize` ("HxW" or (height, width)) stores every camera at that size; `max_size` bounds
+    the longer side instead, keeping the aspect ratio (never enlarging): swscale's area
+    average, bit-exact, before encoding; fidelity is measured against the resized source and
+    info.json records the flag and each camera's source size.
 
     `out` may be a URL (s3://, gs://, hf://): the dataset is converted into a local staging
     directory under `work_dir` (default ~/.cache/jaxload/convert), then uploaded with
@@ -146,7 +155,7 @@ def convert(
     check_out(out)
     with storage_errors(str(out)):
         started = time.perf_counter()
-        options = encode_options(video_codec, gop, crf, tune, min_psnr)
+        options = encode_options(video_codec, gop, crf, tune, min_psnr, resize, max_size)
         check_numbers(workers, shard_bytes)
         if engine not in ("local", "ray"):
             raise JaxloadError(f"--engine {engine!r}: choose local or ray")
@@ -180,14 +189,19 @@ def convert(
                     return report
             if _nonempty(out):
                 return finish(_already_published(state, out, started))
+            forget_changed(state, source, job.units)  # their source files changed since
             reconcile(state, job.units)
             done = state.done_units()
             with make_engine(engine, workers, ray_address=ray_address) as runner:
                 stats = _run_units(job, state, done, runner, progress, owns_cache=cache_dir is None)
-            assembled = assemble(
-                state, job.units, done, source.camera_keys, shard_bytes, job.record_seed
+            cameras = {cam: _camera(source, job.options, cam) for cam in source.camera_keys}
+            content = job_content(
+                state, job.units, job.record_seed, source.fps, job.features, cameras
             )
-            info = _dataset_info(job, assembled, done)
+            assembled = assemble(
+                state, job.units, done, source.camera_keys, shard_bytes, content.key
+            )
+            info = _dataset_info(job, assembled, done, cameras, content)
             offsets = write_offsets(state.dataset_dir, assembled.shard_records)
             info = dataclasses.replace(info, offsets_xxh3=offsets)
             _write_meta(state.dataset_dir, source, assembled.rows(), info)
@@ -226,7 +240,7 @@ class _Job:
     repo_id: str | None
     units: list[Unit]
     document: dict[str, Any]
-    record_seed: int  # keys the record checksums: differs between conversions of other content
+    record_seed: int  # records.seed: the settings part of the record key (converters/content.py)
 
     @classmethod
     def plan(cls, source, episodes, options, shard_bytes, repo_id) -> _Job:
@@ -248,9 +262,7 @@ class _Job:
         settings = {
             "format_version": fmt.FORMAT_VERSION,
             "frames_per_block": fmt.FRAMES_PER_BLOCK,
-            "video": json.loads(
-                json.dumps(dataclasses.asdict(options))
-            ),  # as stored: tuples -> lists
+            "video": options.settings(),  # as stored: tuples -> lists
             "shard_bytes": shard_bytes,
             "repo_id": repo_id,
         }
@@ -268,9 +280,10 @@ class _Job:
 
 
 def _record_seed(source, selected, features, settings) -> int:
-    """The key of the record checksums: from what the dataset holds and how it is encoded,
-    never from paths or the source's layout (v2.1 and v3.0 of the same data convert to
-    the same bytes), so two conversions of different content key their records apart."""
+    """records.seed, the settings part of the record key: from what the dataset holds and
+    how it is encoded, never from paths or the source's layout (v2.1 and v3.0 of the same
+    data convert to the same bytes). The content part (every record's payload, the
+    metadata that places frames) is added by `converters/content.py`."""
     episodes = [[e, source.episode(e).length, list(source.episode(e).tasks)] for e in selected]
     encoding = {k: v for k, v in settings.items() if k != "repo_id"}  # a label, not content
     content = [source.fps, {k: f.to_json() for k, f in features.items()}, episodes, encoding]
@@ -356,6 +369,7 @@ def _run_units(
     here = f"{socket.gethostname()}:{os.getpid()}"  # as units.convert_unit names workers
 
     def on_result(result: UnitResult) -> None:
+        result.sources = stamps[result.unit]
         done[result.unit] = state.record_unit(result)
         unit = job.units[result.unit]
         bar.unit_done(unit.frames, len(unit.episodes), unit.input_bytes)
@@ -367,6 +381,7 @@ def _run_units(
             evict.unit_done(unit)
 
     context = UnitContext(job.source, job.options, job.features, str(state.tmp_dir), job.id)
+    stamps = {u.index: unit_sources(job.source, u) for u in pending}  # before they read
     try:
         if pending:
             runner.run(context, pending, on_result)
@@ -410,26 +425,14 @@ class _Evictor:
 # --- finishing ------------------------------------------------------------------------------
 
 
-def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> DatasetInfo:
+def _dataset_info(
+    job: _Job,
+    assembled: Assembled,
+    done: dict[int, dict],
+    cameras: dict[str, Camera],
+    content: Content,
+) -> DatasetInfo:
     source, options = job.source, job.options
-    cameras = {cam: _camera(source, options, cam) for cam in source.camera_keys}
-    frames = episodes = 0
-
-    def counted(rows):  # the episodes, counted as the fingerprint hashes them
-        nonlocal frames, episodes
-        for row in rows:
-            frames, episodes = frames + row["length"], episodes + 1
-            yield row["episode_index"], row["length"], row["tasks"]
-
-    strings = [k for k, f in job.features.items() if f.is_string]
-    fingerprint = fmt.content_fingerprint(
-        source.fps,
-        job.features,
-        cameras,
-        counted(assembled.rows()),
-        assembled.digest,
-        {k: (r[fmt.strings_column(k)] for r in assembled.rows()) for k in strings},
-    )
     described = {
         "format": "lerobot",
         "codebase_version": source.codebase_version,
@@ -438,15 +441,16 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
     }
     if isinstance(source.files, HubFiles):
         described["revision"] = source.files.sha
-    return DatasetInfo(
+    info = DatasetInfo(
         fps=source.fps,
-        total_frames=int(frames),
-        total_episodes=episodes,
+        total_frames=content.frames,
+        total_episodes=content.episodes,
         features=job.features,
         cameras=cameras,
         num_shards=assembled.num_shards,
-        fingerprint=fingerprint,
+        fingerprint=content.fingerprint,
         record_seed=job.record_seed,
+        metadata_xxh3=content.metadata,
         shard_records=assembled.shard_records,
         source=described,
         converter={
@@ -461,6 +465,7 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
             "min_psnr": options.min_psnr,
             "image_min_psnr": options.image_min_psnr,
             "camera_crf": dict(options.camera_crf),
+            **resize_record(options, {cam: source.camera_size(cam) for cam in source.camera_keys}),
             "shard_bytes": job.shard_bytes,
             "fidelity_psnr_db": {
                 cam: {"min": _finite(lo), "mean": _finite(mean)}
@@ -468,11 +473,16 @@ def _dataset_info(job: _Job, assembled: Assembled, done: dict[int, dict]) -> Dat
             },
         },
     )
+    # info.json as a reader will see it must check out and derive the key just used.
+    again = DatasetInfo.from_json(json.loads(json.dumps(info.to_json())), fmt.INFO_PATH)
+    if again.records_key != content.key:
+        raise AssertionError("info.json does not derive the key its records were sealed with")
+    return info
 
 
 def _camera(source: LeRobotSource, options: video.EncodeOptions, cam: str) -> Camera:
     """A camera's meta/info.json entry: how its records are encoded."""
-    height, width = source.camera_size(cam)
+    height, width = options.stored_size(*source.camera_size(cam))
     options = options.for_camera(cam, image=cam in source.image_keys)
     copied = options.codec == "copy"
     codec = source.source_codec(cam) if copied else options.stored_codec

@@ -68,6 +68,12 @@ class Files(abc.ABC):
         """Size in bytes, or 0 when the file does not exist."""
         return self.listing().get(rel, 0)
 
+    def stamp(self, rel: str) -> dict[str, Any]:
+        """What changes when the file is rewritten, for a resumed conversion to notice
+        (a unit converted from other bytes is converted again): its size here; the
+        listing's version where the store has one (subclasses)."""
+        return {"size": self.size(rel)}
+
     def glob(self, pattern: str) -> list[str]:
         """Sorted relative paths matching a glob pattern ("meta/episodes/*/*.parquet")."""
         return sorted(p for p in self.listing() if fnmatch.fnmatchcase(p, pattern))
@@ -142,6 +148,15 @@ class LocalFiles(Files):
             p.relative_to(self.root).as_posix() for p in self.root.glob(pattern) if p.is_file()
         )
 
+    def stamp(self, rel: str) -> dict[str, Any]:
+        """Size, mtime and ctime (nanoseconds): a file fixed in place changes its mtime, and
+        one replaced keeping its size and mtime (`cp -p`, `rsync -t`) its ctime."""
+        try:
+            st = (self.root / rel).stat()
+        except OSError:
+            return {"size": 0}
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
+
     def identity(self) -> dict[str, Any]:
         return {"kind": "local", "location": str(self.root.resolve())}
 
@@ -184,6 +199,20 @@ class IncompleteDownload(ConnectionError):
     """A fetched file is shorter or longer than the listing says: a dropped transfer."""
 
 
+# What fsspec filesystems list that changes when an object is rewritten (s3fs, gcsfs,
+# adlfs, local, hf): compared as strings.
+_VERSION_KEYS = (
+    "ETag",
+    "etag",
+    "generation",
+    "md5Hash",
+    "crc32c",
+    "LastModified",
+    "mtime",
+    "created",
+)
+
+
 class FsspecFiles(CachedRemoteFiles):
     """A dataset under an fsspec URL (gs://, s3://, hf://, file://, ...).
 
@@ -211,6 +240,7 @@ class FsspecFiles(CachedRemoteFiles):
         else:
             root = fs._strip_protocol(self.url)
         self.fs, self.root = fs, root.rstrip("/")
+        self._versions: dict[str, dict[str, str]] = {}
 
     def describe(self, rel: str) -> str:
         return f"{self.url}/{rel}" if rel else self.url
@@ -218,14 +248,24 @@ class FsspecFiles(CachedRemoteFiles):
     def identity(self) -> dict[str, Any]:
         return {"kind": "fsspec", "location": self.url}
 
+    def stamp(self, rel: str) -> dict[str, Any]:
+        """Size, and the version the store lists (ETag, generation, checksum or mtime)."""
+        self.listing()
+        return {"size": self.size(rel), **self._versions.get(rel, {})}
+
     def _fetch_listing(self) -> dict[str, int]:
         found = self.fs.find(self.root, detail=True)
         prefix = self.root + "/"
-        return {
-            name[len(prefix) :]: int(entry.get("size") or 0)
+        files = {
+            name[len(prefix) :]: entry
             for name, entry in found.items()
             if name.startswith(prefix) and entry.get("type", "file") == "file"
         }
+        self._versions = {
+            rel: {k: str(entry[k]) for k in _VERSION_KEYS if entry.get(k) is not None}
+            for rel, entry in files.items()
+        }
+        return {rel: int(entry.get("size") or 0) for rel, entry in files.items()}
 
     def _download(self, rel: str) -> Path:
         dest = self.cache_dir / rel

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,20 @@ class LeRobotSource(abc.ABC):
         """Each data file with the number of rows its episodes account for."""
 
     # --- shared -----------------------------------------------------------------------
+
+    def path_of(self, template: str, **fields: Any) -> str:
+        """info.json's `template` ("data_path", "video_path") filled with `fields`; a
+        SourceError naming info.json and the template when it asks for anything else (a
+        positional `{0}`, a field LeRobot does not define, a bad format spec)."""
+        text = self.info[template]
+        try:
+            return str(text).format(**fields)
+        except (IndexError, KeyError, ValueError, AttributeError) as e:
+            raise SourceError(
+                f"{self.files.describe('meta/info.json')}: {template} {text!r} cannot be filled "
+                f"({type(e).__name__}: {e}); its fields are named: "
+                + ", ".join("{" + k + "}" for k in fields)
+            ) from e
 
     @property
     def root(self) -> str:
@@ -321,9 +336,18 @@ class DataFile:
         return self.table.take(pa.array(rows))
 
 
-@functools.lru_cache(maxsize=2)
 def read_data_file(path: Path, where: str) -> DataFile:
-    """Data files may hold many episodes; a worker converting them in order reads each once."""
+    """Data files may hold many episodes; a worker converting them in order reads each once
+    (kept while its size, mtime and ctime stay: a file fixed in place is read again)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return _read_data_file(path, where, None)
+    return _read_data_file(path, where, (st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+
+
+@functools.lru_cache(maxsize=2)
+def _read_data_file(path: Path, where: str, stamp: tuple[int, int, int] | None) -> DataFile:
     table = read_parquet(path, where)
     for col in ("index", "episode_index", "frame_index", "timestamp"):
         if col not in table.column_names:

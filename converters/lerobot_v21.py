@@ -68,13 +68,16 @@ class LeRobotV21Source(LeRobotSource):
         return self._episodes[episode]
 
     def data_file(self, episode: int) -> str:
-        return self.info["data_path"].format(
-            episode_chunk=episode // self.chunks_size, episode_index=episode
+        return self.path_of(
+            "data_path", episode_chunk=episode // self.chunks_size, episode_index=episode
         )
 
     def video_span(self, episode: int, camera: str) -> VideoSpan:
-        rel = self.info["video_path"].format(
-            episode_chunk=episode // self.chunks_size, video_key=camera, episode_index=episode
+        rel = self.path_of(
+            "video_path",
+            episode_chunk=episode // self.chunks_size,
+            video_key=camera,
+            episode_index=episode,
         )
         return VideoSpan(rel, 0.0, self.episode(episode).length / self.fps)
 

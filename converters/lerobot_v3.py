@@ -77,13 +77,13 @@ class LeRobotV3Source(LeRobotSource):
     def data_file(self, episode: int) -> str:
         row = self.episodes.row(episode, self.root)
         chunk, file = self.episodes.files["data"][:, row]
-        return self.info["data_path"].format(chunk_index=int(chunk), file_index=int(file))
+        return self.path_of("data_path", chunk_index=int(chunk), file_index=int(file))
 
     def video_span(self, episode: int, camera: str) -> VideoSpan:
         row = self.episodes.row(episode, self.root)
         chunk, file = self.episodes.files[camera][:, row]
-        rel = self.info["video_path"].format(
-            video_key=camera, chunk_index=int(chunk), file_index=int(file)
+        rel = self.path_of(
+            "video_path", video_key=camera, chunk_index=int(chunk), file_index=int(file)
         )
         begin, end = self.episodes.spans[camera][:, row]
         return VideoSpan(rel, float(begin), float(end))

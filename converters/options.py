@@ -3,6 +3,8 @@ episode selection. Every bad value is a JaxloadError naming the flag and the rul
 
 from __future__ import annotations
 
+from typing import Any
+
 from jaxload.converters import video
 from jaxload.errors import JaxloadError, SourceError
 
@@ -16,10 +18,17 @@ DEFAULT_TUNE = "fastdecode"
 
 
 def encode_options(
-    codec: str, gop: int, crf: int, tune: str | None, min_psnr: float | None
+    codec: str,
+    gop: int,
+    crf: int,
+    tune: str | None,
+    min_psnr: float | None,
+    resize: str | tuple[int, int] | None = None,
+    max_size: int | None = None,
 ) -> video.EncodeOptions:
     if codec not in (*video.CODECS, "copy"):
         raise JaxloadError(f"--video-codec {codec!r}: choose h264, hevc, lossless or copy")
+    size = parse_resize(resize, max_size, codec)
     if crf is not None and min_psnr is not None:
         raise JaxloadError("--crf and --min-psnr: give one (a crf, or a fidelity target)")
     image_min_psnr = video.DEFAULT_IMAGE_MIN_PSNR if crf is None and min_psnr is None else None
@@ -50,7 +59,47 @@ def encode_options(
         tune=tune,
         min_psnr=None if min_psnr is None else float(min_psnr),
         image_min_psnr=image_min_psnr,
+        resize=size,
+        max_size=None if max_size is None else int(max_size),
     )
+
+
+def parse_resize(
+    resize: str | tuple[int, int] | None, max_size: int | None, codec: str
+) -> tuple[int, int] | None:
+    """--resize "HxW" as (height, width), checked with --max-size and --video-codec."""
+    if resize is not None and max_size is not None:
+        raise JaxloadError("--resize and --max-size: give one (an exact size, or a bound)")
+    if (resize is not None or max_size is not None) and codec == "copy":
+        flag = "--resize" if resize is not None else "--max-size"
+        raise JaxloadError(
+            f"{flag} with --video-codec copy: resizing re-encodes every camera; use h264 (the "
+            "default), hevc or lossless"
+        )
+    if max_size is not None and (
+        not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 2
+    ):
+        raise JaxloadError(f"--max-size {max_size!r}: must be an integer of at least 2 pixels")
+    if resize is None:
+        return None
+    if isinstance(resize, str):
+        height, sep, width = resize.lower().partition("x")
+        try:
+            size = (int(height), int(width)) if sep else None
+        except ValueError:
+            size = None
+    else:
+        size = tuple(int(v) for v in resize) if len(resize) == 2 else None
+    if size is None or min(size) < 2:
+        raise JaxloadError(
+            f"--resize {resize!r}: give HEIGHTxWIDTH in pixels, each at least 2, e.g. 224x224"
+        )
+    if codec in ("h264", "hevc") and (size[0] % 2 or size[1] % 2):
+        raise JaxloadError(
+            f"--resize {resize!r}: {codec} stores 4:2:0 chroma, which needs even sizes; "
+            f"use {size[0] + size[0] % 2}x{size[1] + size[1] % 2}"
+        )
+    return size
 
 
 def check_numbers(workers: int | None, shard_bytes: int) -> None:
@@ -105,3 +154,17 @@ def check_episodes(wanted: list[int], available: list[int], spec: str | None, wh
         f"{where}: {selection}: {noun} {format_ranges(missing)} {verb} not exist "
         f"(this dataset has {format_ranges(available)})"
     )
+
+
+def resize_record(
+    options: video.EncodeOptions, camera_sizes: dict[str, tuple[int, int]]
+) -> dict[str, Any]:
+    """info.json's record of --resize/--max-size (`options`): the flag
+    and each camera's source size; nothing when neither was given."""
+    if options.resize is None and options.max_size is None:
+        return {}
+    return {
+        "resize": None if options.resize is None else "{}x{}".format(*options.resize),
+        "max_size": options.max_size,
+        "camera_source_sizes": {cam: list(size) for cam, size in camera_sizes.items()},
+    }

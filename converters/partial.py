@@ -225,7 +225,8 @@ class JobState:
 def unit_summary(record: dict[str, Any]) -> dict[str, Any]:
     """What the converter keeps in memory of a finished unit: whether it is assembled, and
     per camera the fidelity of its episodes (worst frame, and each episode's PSNR sum and
-    frame count, for an exactly rounded mean over the dataset); its episodes stay on disk."""
+    frame count, for an exactly rounded mean over the dataset), and the stamps of the
+    source files it read (converters/source_stamps.py); its episodes stay on disk."""
     lows: dict[str, float] = {}
     sums: dict[str, list[float]] = {}
     counts: dict[str, int] = {}
@@ -238,6 +239,7 @@ def unit_summary(record: dict[str, Any]) -> dict[str, Any]:
         "unit": record["unit"],
         "assembled": bool(record.get("assembled")),
         "psnr": {cam: (lows[cam], np.array(sums[cam]), counts[cam]) for cam in lows},
+        "sources": record.get("sources"),
     }
 
 

@@ -29,7 +29,7 @@ from jaxload.converters import video
 from jaxload.converters.episode import EpisodeResult, convert_episode
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.plan import Unit
-from jaxload.format import Feature
+from jaxload.format import Feature, sealing
 
 
 @dataclasses.dataclass
@@ -55,6 +55,8 @@ class UnitResult:
     retries: int = 0
     seconds: float = 0.0
     worker: str = ""
+    # Each source file the unit read, with its stamp (converters/source_stamps.py)
+    sources: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """The JSON the job's manifest keeps for this unit (no part bytes)."""
@@ -76,10 +78,10 @@ def convert_unit(context: UnitContext, unit: Unit, tmp_dir: str | None = None) -
     try:
         for episode in unit.episodes:
             result = convert_episode(context.source, episode, context.options, context.features)
-            for block in result.record_blocks():
-                for record in block:
-                    writer.write(record)
-            episodes.append(episode_record(result))
+            records = [record for block in result.record_blocks() for record in block]
+            for record in records:
+                writer.write(record)
+            episodes.append(episode_record(result, sealing.episode_digest(records)))
         writer.close()
     except BaseException:
         writer.close()
@@ -96,10 +98,13 @@ def convert_unit(context: UnitContext, unit: Unit, tmp_dir: str | None = None) -
     )
 
 
-def episode_record(result: EpisodeResult) -> dict[str, Any]:
+def episode_record(result: EpisodeResult, payload_digest: bytes) -> dict[str, Any]:
     """An episode's metadata for the manifest: enough to rebuild its episodes.parquet row
-    and the dataset's fidelity without the per-frame PSNR values."""
+    and the dataset's fidelity without the per-frame PSNR values, and the digest of its
+    records (`sealing.episode_digest`: the content the output's records are keyed by,
+    checked again when the part is assembled)."""
     return {
+        "payload_sha256": payload_digest.hex(),
         "episode_index": result.episode_index,
         "length": result.length,
         "dataset_from_index": result.dataset_from_index,

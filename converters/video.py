@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
+import json
 import platform
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
@@ -49,6 +50,13 @@ DEFAULT_IMAGE_MIN_PSNR = 40.0
 BROKEN_PSNR_DB = 20.0
 # A frame decoded more than this far from its query time is a mismatch (LeRobot's default).
 TOLERANCE_S = 1e-4
+# --resize/--max-size: area averaging (right for shrinking), bit-exact and accurately
+# rounded so that swscale's output does not depend on the CPU's SIMD.
+RESIZE_INTERPOLATION = (
+    av.video.reformatter.Interpolation.AREA
+    | av.video.reformatter.Interpolation.BITEXACT
+    | av.video.reformatter.Interpolation.ACCURATE_RND
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +75,28 @@ class EncodeOptions:
     # The same target for image cameras only (their default, unless --crf was given).
     image_min_psnr: float | None = None
     camera_crf: tuple[tuple[str, int], ...] = ()  # (camera, crf) chosen for a target
+    # --resize HxW: every camera stored at (height, width); --max-size N: the longer side at
+    # most N, aspect kept (sides rounded to even). None: the source's size.
+    resize: tuple[int, int] | None = None
+    max_size: int | None = None
+
+    def stored_size(self, height: int, width: int) -> tuple[int, int]:
+        """(height, width) a camera of this source size is stored at."""
+        if self.resize is not None:
+            return self.resize
+        if self.max_size is None or max(height, width) <= self.max_size:
+            return height, width
+        scale = self.max_size / max(height, width)
+        return (max(2, round(height * scale / 2) * 2), max(2, round(width * scale / 2) * 2))
+
+    def settings(self) -> dict:
+        """These options as the plan and the record seed record them (JSON types); the
+        resize fields only when set, so other conversions keep their bytes."""
+        out = json.loads(json.dumps(dataclasses.asdict(self)))  # tuples -> lists
+        for name in ("resize", "max_size"):
+            if out[name] is None:
+                del out[name]
+        return out
 
     def for_camera(self, camera: str, *, image: bool = False) -> EncodeOptions:
         """The options one camera is encoded with: its chosen crf and target, full chroma
@@ -193,9 +223,10 @@ def transcode(
         open_gop.clear()
 
     for i, frame in enumerate(frames):
+        frame = resized(frame, options.stored_size(frame.height, frame.width))
         if encoder is None:
             encoder = _make_encoder(options, fps, frame.width, frame.height, where)
-        reference.append(frame.to_ndarray(format="rgb24"))
+        reference.append(frame.to_ndarray(format="rgb24"))  # the (resized) source
         out = frame.reformat(format=encoder.pix_fmt)
         out.pts, out.time_base = i, encoder.time_base
         out.pict_type = av.video.frame.PictureType.NONE
@@ -206,6 +237,15 @@ def transcode(
     close_gop()
     stream.psnr = np.asarray(psnrs)
     return stream
+
+
+def resized(frame: av.VideoFrame, size: tuple[int, int]) -> av.VideoFrame:
+    """`frame` at (height, width) (itself when it has that size already): swscale's area
+    average, bit-exact (the same bytes on every CPU), in the frame's own pixel format."""
+    height, width = size
+    if (frame.height, frame.width) == (height, width):
+        return frame
+    return frame.reformat(width=width, height=height, interpolation=RESIZE_INTERPOLATION)
 
 
 def copy_stream(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
 from collections.abc import Callable, Sequence
@@ -21,12 +20,13 @@ class ShardWriter:
 
     An episode never spans two shards, so one sample always reads from one file. The
     output depends only on the order and content of the episodes appended. With a
-    `record_seed`, every record is stored sealed with its position-keyed checksum
-    (`jaxload.format.seal_record`); the digest covers the stored bytes.
+    `record_seed` (the dataset's records key), every record is stored sealed with its
+    position-keyed checksum (`jaxload.format.seal_record`); a `digest` (sha256), when
+    given, takes the stored bytes.
 
     Each shard is written under a temp name and renamed when it is complete; then
     `on_close(shard, records, bytes)` runs (the converter checkpoints there). To resume
-    after shard k-1, pass `first_shard=k` and the digest of the records of shards < k.
+    after shard k-1, pass `first_shard=k`.
     """
 
     def __init__(
@@ -47,7 +47,7 @@ class ShardWriter:
         self._shard = first_shard - 1
         self._records = 0
         self._bytes = 0
-        self.digest = digest or hashlib.sha256()
+        self.digest = digest
 
     def append_episode(self, blocks: Sequence[Sequence[bytes]]) -> tuple[int, list[int]]:
         """Writes the episode's record blocks; returns its shard and each block's first record."""
@@ -61,7 +61,8 @@ class ShardWriter:
                 if self._seed is not None:
                     record = fmt.seal_record(record, self._seed, self._shard, self._records)
                 self._writer.write(record)
-                fmt.hash_record(self.digest, record)
+                if self.digest is not None:
+                    fmt.hash_record(self.digest, record)
                 self._records += 1
         self._bytes += size
         return self._shard, starts

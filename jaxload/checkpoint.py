@@ -52,8 +52,7 @@ class LoaderCheckpointHandler(ocp.CheckpointHandler):
         path = epath.Path(directory) / STATE_FILE
         if not path.exists():
             raise CheckpointError(f"{path}: no loader state in this checkpoint")
-        state = json.loads(path.read_text())
-        LoaderState.from_dict(state)  # a clear error for anything that is not a loader state
+        state = LoaderState.from_json(path.read_text(), str(path)).to_dict()  # or a clear error
         loader = args.loader if args is not None else None
         if loader is None:
             return state

@@ -26,7 +26,7 @@ from jaxload.format.reader import DatasetFiles
 from jaxload.format.shards import read_requests, unique_pairs
 from jaxload.format.storage import RecordReader
 from jaxload.metadata import DatasetMetadata, EpisodeTable, shape_dtype_structs
-from jaxload.storage.urls import warn_if_unused
+from jaxload.storage.urls import redact, warn_if_unused
 from jaxload.windows import resolve_delta_timestamps, window_frames
 
 Sample = dict[str, Any]
@@ -74,7 +74,7 @@ class JaxloadDataset:
     ):
         from jaxload.storage.object_store import RemoteRecords, open_storage
 
-        self.path = str(path)
+        self.path = redact(path)  # as messages and the loader state name it
         # Where its files live: a local directory, or an object store (a URL).
         self.storage = open_storage(path, storage_options=storage_options, remote=remote)
         files = DatasetFiles(self.storage)
@@ -337,6 +337,7 @@ class JaxloadDataset:
         samples = []
         for b in range(len(positions)):
             anchor = rows.get(slots[""][b, 0], needed[""][b, 0])
+            self._check_episode_index(anchor, int(ep[b]))
             sample: Sample = {key: np.array(anchor[key]) for key in self.info.features}
             for key in frame_keys[1:]:
                 sample[key] = np.ascontiguousarray(rows.get(slots[key][b], needed[key][b])[key])
@@ -349,6 +350,19 @@ class JaxloadDataset:
             sample["task"] = self._task(int(anchor["task_index"]))
             samples.append(sample)
         return samples, videos
+
+    def _check_episode_index(self, frame: np.void, row: int) -> None:
+        """A DatasetError naming meta/episodes.parquet when the frame read for episode row
+        `row` says it is another episode's (the table's episode_index edited: the records
+        were written under the converted ids)."""
+        if "episode_index" in self._frame_dtype.names:
+            stored, listed = int(frame["episode_index"]), int(self.episode_index[row])
+            if stored != listed:
+                raise DatasetError(
+                    f"{self.storage.where(layout.EPISODES_PATH)}: says episode_index {listed}, "
+                    f"but its frames were converted as episode {stored}: the table was edited "
+                    "after conversion (restore it, or reconvert the dataset)"
+                )
 
     def _check_positions(self, positions: Sequence[int]) -> np.ndarray:
         p = np.asarray(positions)

@@ -67,4 +67,12 @@ class UnguardedScriptError(JaxloadError, RuntimeError):
 class WorkerDiedError(JaxloadError):
     """A worker process ended while the pipeline needed it (a signal such as the OOM
     killer's SIGKILL, or a crash). The loader drops that pipeline: the next next()
-    starts new workers at the position of the batch not yet served."""
+    starts new workers at the position of the batch not yet served.
+
+    Attributes: `pid`, `signal` (None when it exited) and `status` (its exit status, None
+    when killed) of the worker, and `position`, the global position of the batch it held."""
+
+    pid: int | None = None
+    signal: int | None = None
+    status: int | None = None
+    position: int | None = None

@@ -60,6 +60,9 @@ class LoaderState:
     mixture_quota: tuple[int, ...]
     epoch_size: int
     sources: tuple[str, ...] = ()  # paths, for messages only: a moved dataset still restores
+    # per dataset what its view fingerprint covers (`dataset_view`), so that a refused
+    # restore names what changed; states saved before it lack it
+    views: tuple[dict[str, Any], ...] = ()
     format: str = STATE_FORMAT
     version: int = STATE_VERSION
 
@@ -68,6 +71,7 @@ class LoaderState:
         d["dataset_fingerprints"] = list(self.dataset_fingerprints)
         d["mixture_quota"] = list(self.mixture_quota)
         d["sources"] = list(self.sources)
+        d["views"] = [dict(v) for v in self.views]
         return d
 
     def to_json(self) -> str:
@@ -89,14 +93,41 @@ class LoaderState:
         if missing:
             raise CheckpointError(f"loader state lacks {sorted(missing)}")
         kw = {k: d[k] for k in names if k in d}
+        for name in _COUNTS:  # a position of 24.7, True or -3 names no batch
+            value = kw[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < _COUNTS[name]:
+                raise CheckpointError(
+                    f"loader state {name}={value!r}: not an integer >= {_COUNTS[name]}; the "
+                    "state is damaged"
+                )
         kw["dataset_fingerprints"] = tuple(kw["dataset_fingerprints"])
         kw["mixture_quota"] = tuple(kw["mixture_quota"])
         kw["sources"] = tuple(kw.get("sources", ()))
+        kw["views"] = tuple(kw.get("views") or ())
         return cls(**kw)
 
     @classmethod
-    def from_json(cls, text: str) -> LoaderState:
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str, where: str = "loader state") -> LoaderState:
+        """The state in `text`; a CheckpointError naming `where` when it is not JSON (a
+        file cut short by a crash, say)."""
+        try:
+            raw = json.loads(text)
+        except ValueError as e:
+            raise CheckpointError(f"{where}: not valid JSON ({e}); the file is damaged") from e
+        return cls.from_dict(raw)
+
+
+# The integer fields of a state and the smallest value each may take.
+_COUNTS = {
+    "position": 0,
+    "epoch": 0,
+    "seed": 0,
+    "global_batch_size": 1,
+    "host_count": 1,
+    "drop_n_first_frames": 0,
+    "drop_n_last_frames": 0,
+    "epoch_size": 1,
+}
 
 
 def _describe(state: LoaderState) -> str:
@@ -105,20 +136,97 @@ def _describe(state: LoaderState) -> str:
     return f"dataset fingerprint(s) {fps}{where}"
 
 
+def dataset_view(dataset: Any) -> dict[str, Any]:
+    """What a dataset's view fingerprint covers, for messages: its content fingerprint, a
+    digest of its selected episodes and their lengths, and its windows in frames."""
+    info = getattr(dataset, "info", None)
+    content = getattr(info, "fingerprint", None) or getattr(dataset, "fingerprint", "")
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(getattr(dataset, "episode_index", []), dtype="<i8").tobytes())
+    h.update(np.ascontiguousarray(dataset.episode_lengths, dtype="<i8").tobytes())
+    windows, fps = getattr(dataset, "delta_timestamps", None) or {}, getattr(dataset, "fps", None)
+    return {
+        "content": str(content),
+        "episodes": h.hexdigest()[:16],
+        "num_episodes": len(dataset.episode_lengths),
+        "windows": {
+            k: np.round(np.asarray(v, np.float64) * fps).astype(np.int64).tolist()
+            for k, v in sorted(windows.items())
+        }
+        if fps
+        else {},
+    }
+
+
+def _what_changed(saved: LoaderState, current: LoaderState) -> str:
+    """Which dataset of a refused restore changed, and how (content, episodes, windows)."""
+    generic = (
+        "loader checkpoint is from another dataset: it was saved for "
+        f"{_describe(saved)}, but this loader reads {_describe(current)}. Restore onto the "
+        "dataset (same content, episode selection and windows) the checkpoint was trained on."
+    )
+    if not saved.views or not current.views:
+        return generic
+    if len(saved.views) != len(current.views):
+        return (
+            f"loader checkpoint was saved reading {len(saved.views)} datasets "
+            f"({list(saved.sources)}), this loader reads {len(current.views)} "
+            f"({list(current.sources)}); the sample order would differ."
+        )
+    names = current.sources or tuple(f"dataset {i}" for i in range(len(current.views)))
+    for i, (a, b) in enumerate(zip(saved.views, current.views, strict=True)):
+        where = f"dataset {i} ({names[i]})" if current.sources else f"dataset {i}"
+        if a.get("content") != b.get("content"):
+            return (
+                f"loader checkpoint does not match {where}: its content changed (content "
+                f"fingerprint {str(a.get('content'))[:12]} saved, {str(b.get('content'))[:12]} "
+                "now): it was reconverted from other data, or this is another dataset. Restore "
+                "onto the dataset the checkpoint was trained on."
+            )
+        if a.get("episodes") != b.get("episodes"):
+            return (
+                f"loader checkpoint does not match {where}: its episode selection changed "
+                f"({a.get('num_episodes')} episodes saved, {b.get('num_episodes')} now, or "
+                "other episodes): the sample order would differ. Select the saved episodes."
+            )
+        if a.get("windows") != b.get("windows"):
+            return (
+                f"loader checkpoint does not match {where}: its windows changed "
+                f"({_windows_change(a.get('windows') or {}, b.get('windows') or {})}); the "
+                "order is the same but batches would hold other frames. Build the loader with "
+                "the saved delta_timestamps/delta_frames."
+            )
+    return generic
+
+
+def _windows_change(saved: Mapping[str, list], now: Mapping[str, list]) -> str:
+    parts = []
+    for key in sorted({*saved, *now}):
+        a, b = saved.get(key), now.get(key)
+        if a != b:
+            parts.append(f"{key!r}: frames {_frames(a)} saved, {_frames(b)} now")
+    return "; ".join(parts)
+
+
+def _frames(offsets: list | None) -> str:
+    if not offsets:
+        return "none"
+    if offsets == list(range(offsets[0], offsets[-1] + 1)) and len(offsets) > 3:
+        return f"{offsets[0]}..{offsets[-1]}"
+    return str(offsets)
+
+
 def check_compatible(
     saved: LoaderState, current: LoaderState, *, allow_global_batch_size_change: bool = False
 ) -> None:
     """Raise CheckpointError if `saved` cannot continue on the loader described by `current`.
 
     The host count may differ (elastic restore). A different global batch size is refused
-    unless explicitly allowed; then the stream continues from the same sample position.
+    unless explicitly allowed; then the stream continues from the same sample position. A
+    refused dataset is named with what changed: content, episodes or windows.
     """
     if saved.fingerprint != current.fingerprint:
-        raise CheckpointError(
-            "loader checkpoint is from another dataset: it was saved for "
-            f"{_describe(saved)}, but this loader reads {_describe(current)}. Restore onto the "
-            "dataset (same content, episode selection and windows) the checkpoint was trained on."
-        )
+        raise CheckpointError(_what_changed(saved, current))
     for name in ("seed", "shuffle", "drop_n_first_frames", "drop_n_last_frames", "mixture_quota"):
         a, b = getattr(saved, name), getattr(current, name)
         if a != b:

@@ -16,6 +16,9 @@ from jaxload.errors import WindowError
 
 # LeRobotDataset's default tolerance for timestamps.
 DEFAULT_TOLERANCE_S = 1e-4
+# The largest window offset in frames (~35 years at 1000 fps): past it, offsets, anchors
+# plus offsets and their sums no longer fit int64 (1e18 s at 10 fps wrapped around).
+MAX_OFFSET_FRAMES = 2**40
 
 
 def resolve_delta_timestamps(
@@ -48,15 +51,45 @@ def resolve_delta_timestamps(
                 f"delta_timestamps[{key!r}]: {deltas[~np.isfinite(deltas)].tolist()} are not "
                 "finite; offsets must be finite multiples of 1/fps seconds"
             )
-        frames = np.round(deltas * fps)
-        bad = np.abs(frames / fps - deltas) > tolerance_s
-        if bad.any():
+        huge = np.abs(deltas) * fps > MAX_OFFSET_FRAMES
+        if huge.any():
             raise WindowError(
-                f"delta_timestamps[{key!r}]: {deltas[bad].tolist()} s are not multiples of "
-                f"1/fps = 1/{fps} s (tolerance {tolerance_s} s)"
+                f"delta_timestamps[{key!r}]: {deltas[huge].tolist()} s are more than "
+                f"2**40 frames at {fps:g} fps; a window offset is seconds from the anchor "
+                "frame, within its episode"
             )
-        offsets[key] = frames.astype(np.int64)
+        frames, bad = frames_on_grid(deltas, fps, tolerance_s)
+        if bad.any():
+            raise WindowError(off_grid_message(key, deltas, fps, tolerance_s))
+        offsets[key] = frames
     return offsets
+
+
+def frames_on_grid(
+    deltas: np.ndarray, fps: float, tolerance_s: float = DEFAULT_TOLERANCE_S
+) -> tuple[np.ndarray, np.ndarray]:
+    """(nearest frame offsets (int64), True where a delta is off the 1/fps grid).
+
+    >>> frames_on_grid(np.array([0.0, 0.04, 0.05]), fps=25)
+    (array([0, 1, 1]), array([False, False,  True]))
+    """
+    deltas = np.asarray(deltas, dtype=np.float64)
+    frames = np.floor(deltas * fps + 0.5)  # the nearest frame, halves away from -inf
+    return frames.astype(np.int64), np.abs(frames / fps - deltas) > tolerance_s
+
+
+def off_grid_message(
+    key: str, deltas: Sequence[float], fps: float, tolerance_s: float = DEFAULT_TOLERANCE_S
+) -> str:
+    """What is wrong with a window off a dataset's frame grid, and the nearest valid values."""
+    deltas = np.asarray(deltas, dtype=np.float64)
+    frames, bad = frames_on_grid(deltas, fps, tolerance_s)
+    nearest = [round(float(f) / fps, 6) for f in frames[bad]]
+    return (
+        f"delta_timestamps[{key!r}]: {deltas[bad].tolist()} s are not multiples of "
+        f"1/fps = 1/{fps:g} s (tolerance {tolerance_s} s); the nearest valid values are "
+        f"{nearest} (frames {frames[bad].tolist()})"
+    )
 
 
 def window_frames(

@@ -37,6 +37,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "qp 0; several times larger, CPU decode only); copy: keep an h264/hevc source stream "
         "(image cameras are then stored lossless)",
     )
+    parser.add_argument(
+        "--resize",
+        metavar="HxW",
+        help="store every camera at HEIGHTxWIDTH pixels (e.g. 224x224): less to store and to "
+        "decode; fidelity is then measured against the resized source",
+    )
+    parser.add_argument(
+        "--max-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="instead of --resize: shrink cameras whose longer side exceeds N pixels to N, "
+        "keeping the aspect ratio",
+    )
     parser.add_argument("--gop", type=int, default=None, help="frames per GOP (default 4)")
     parser.add_argument(
         "--crf",
@@ -121,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         args.src,
         args.out,
         video_codec=args.video_codec,
-        gop=args.gop or DEFAULT_GOP,
+        gop=DEFAULT_GOP if args.gop is None else args.gop,  # --gop 0 is refused, not the default
         crf=args.crf,
         tune={"none": "", None: None}.get(args.tune, args.tune),
         min_psnr=args.min_psnr,
@@ -139,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         work_dir=args.work_dir,
         keep_local=args.keep_local,
         storage_options=storage_options_of(args),
+        resize=args.resize,
+        max_size=args.max_size,
     )
     print(report.summary())
     return 0

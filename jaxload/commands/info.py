@@ -96,8 +96,15 @@ def _dataset_info(args: argparse.Namespace, options: dict[str, Any] | None) -> i
     if info.cameras:
         print("  cameras:")
         fidelity = info.converter.get("fidelity_psnr_db", {})
+        sources = info.converter.get("camera_source_sizes") or {}
+        flag = _resize_flag(info.converter)
         for key, cam in info.cameras.items():
             print(f"    {key}: {_camera(cam, fidelity.get(key))}")
+            source = sources.get(key)
+            if source is not None and list(source) != [cam.height, cam.width]:
+                print(
+                    f"      resized from {source[0]}x{source[1]} ({flag}); PSNR vs the resized source"
+                )
     print(*stats, sep="\n")
     print(f"  fingerprint {info.fingerprint}")
     return 0
@@ -123,6 +130,12 @@ def _camera(cam: Any, psnr: dict[str, float] | None) -> str:
     if psnr and psnr.get("min") is not None:
         text += f"; PSNR vs source min {psnr['min']:.2f} dB, mean {psnr['mean']:.2f} dB"
     return text
+
+
+def _resize_flag(converter: dict[str, Any]) -> str:
+    if converter.get("resize"):
+        return f"--resize {converter['resize']}"
+    return f"--max-size {converter.get('max_size')}"
 
 
 def _stats_section(path: str, storage: Any) -> list[str]:

@@ -92,6 +92,8 @@ class EncodedFrames:
         a torch tensor on `device` (e.g. "cuda:0", decoded there by NVDEC). Decoded through
         the current backend (`jaxload.decode.backend`)."""
         mp4, counts = build_mp4(self.init, self.gops)
+        counts = np.asarray(counts, np.int64)
+        self._check_frames(counts)
         firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         # Straight into (sample, slot) order: no gather afterwards (-15% per batch at 480x640).
         indices = (firsts[self.gop_index] + self.frame_index).reshape(-1)
@@ -103,6 +105,19 @@ class EncodedFrames:
             ) from e
         frames = frames.reshape(*self.gop_index.shape, self.height, self.width, 3)
         return frames if as_torch or frames.device.type != "cpu" else frames.numpy()
+
+    def _check_frames(self, counts: np.ndarray) -> None:
+        """Each frame asked for lies in its GOP record (the sample counts of its fragment):
+        a frame past a GOP's end would be the next GOP's, or an IndexError of the decoder."""
+        over = np.flatnonzero((self.frame_index >= counts[self.gop_index]).reshape(-1))
+        if over.size:
+            gop = int(self.gop_index.reshape(-1)[over[0]])
+            frame = int(self.frame_index.reshape(-1)[over[0]])
+            raise DatasetError(
+                f"{self.where or 'video'}: frame {frame} of a GOP record holding "
+                f"{int(counts[gop])} frames was asked for: the GOP table does not match the "
+                "records (reconvert the dataset)"
+            )
 
 
 def decode_grouped(

@@ -34,6 +34,11 @@ SIGNATURE_CHUNK = ord("s")
 # Offsets are stored little-endian uint64: the n chunk beginnings of a shard's n records,
 # then the end of the last one.
 OFFSET_DTYPE = np.dtype("<u8")
+# A record read by byte range decodes to at most MAX_RATIO times its stored bytes, or
+# MIN_DECODED_CAP (a tabular block of constant values compresses far; an mp4 fragment
+# hardly at all).
+MAX_RATIO = 1024
+MIN_DECODED_CAP = 16 << 20
 
 
 def add_with_overhead(pos: int, size: int) -> int:
@@ -124,6 +129,13 @@ def decode_chunk(data: bytes | memoryview, begin: int, where: str = "record") ->
             f"{n} records, {data_size} data bytes in a range of {len(logical)})"
         )
     body = logical[CHUNK_HEADER_SIZE : CHUNK_HEADER_SIZE + data_size]
+    most = max_decoded_size(data_size)
+    if decoded_size > most:  # a chunk that would inflate memory before its checksum fails
+        raise CorruptRecordError(
+            f"{where}: chunk at byte {begin} declares {decoded_size} bytes from {data_size} "
+            f"compressed, more than any record jaxload writes ({most}); the bytes are damaged "
+            "or not a dataset's"
+        )
     try:
         compression = body[0]
         sizes_size, pos = _varint(body, 1)
@@ -132,7 +144,7 @@ def decode_chunk(data: bytes | memoryview, begin: int, where: str = "record") ->
             value = bytes(values)
         elif compression == ord("z"):
             expected, start = _varint(values, 0)
-            value = _zstd().decompress(values[start:], max_output_size=expected)
+            value = _zstd().decompress(values[start:], max_output_size=min(expected, most))
         else:
             raise ValueError(f"compression {chr(compression)!r} is not supported (zstd or none)")
     except CorruptRecordError:
@@ -145,6 +157,13 @@ def decode_chunk(data: bytes | memoryview, begin: int, where: str = "record") ->
             f"{decoded_size}"
         )
     return value
+
+
+def max_decoded_size(data_size: int) -> int:
+    """The most bytes a record of `data_size` stored bytes may decode to: far more than the
+    records jaxload writes (tabular blocks, mp4 fragments) ever do, far less than a crafted
+    chunk can declare in a few bytes (gigabytes, decoded before any checksum could fail)."""
+    return max(MIN_DECODED_CAP, MAX_RATIO * data_size)
 
 
 def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:

@@ -49,7 +49,7 @@ class Columns(Mapping[str, np.ndarray]):
 
     Example:
         >>> columns = Columns({"length": np.array([5, 1, 2])})
-        >>> columns["length"].sum(), columns.nbytes
+        >>> int(columns["length"].sum()), columns.nbytes
         (8, 64)
     """
 

@@ -139,6 +139,16 @@ def check_record_layout(
             f"episode {int(index[row])} starts at record {int(first[wrong[0]])} of "
             f"shard {int(shard[wrong[0]])}, expected {int(expected[wrong[0]])}"
         )
+    # Rows in record order (as written): positions then follow from the lengths and GOP
+    # tables (covered by the record key, jaxload.format.sealing), so two episodes' places
+    # swapped cannot serve one's records as the other's.
+    moved = np.flatnonzero(order != np.arange(order.size))
+    if moved.size:
+        row = int(moved[0])
+        raise bad(
+            f"episode {int(index[row])} (row {row}) is not stored after the row before it; "
+            "rows must follow the shards' record order"
+        )
     if info.shard_records:
         closes_shard = np.r_[shard[1:] != shard[:-1], True]
         counts_ = np.asarray(info.shard_records, np.int64)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.errors import DatasetChangedError, DatasetError
-from jaxload.format import layout
+from jaxload.format import layout, sealing
 from jaxload.format.columns import Columns, ColumnsGone, _attach
 from jaxload.format.episode_checks import check_gops, check_record_layout, check_table
 from jaxload.format.layout import DatasetInfo
@@ -271,20 +271,14 @@ def load_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
         info: its meta/info.json (`jaxload.format.reader.read_info`).
 
     Example:
+        >>> from jaxload.format.reader import read_info
+        >>> from jaxload.format.storage import LocalDirectory
         >>> episodes = load_episodes(LocalDirectory("out/demo"), read_info("out/demo"))
         >>> len(episodes), episodes.length.tolist(), episodes.tasks[0]
         (4, [5, 1, 2, 12], ['pick up the cube and put it in the bowl'])
     """
     key = _cache_key(storage, info, layout.EPISODES_PATH)
-    with _cache_lock:
-        cached = _cache.get(key) if key else None
-    if cached is not None:
-        return cached
-    episodes = _read_episodes(storage, info)
-    if key:
-        with _cache_lock:
-            _cache[key] = episodes
-    return episodes
+    return _cached(key, lambda: _read_episodes(storage, info))
 
 
 def load_tasks(storage: DatasetStorage, info: DatasetInfo | None = None) -> TaskTable:
@@ -301,15 +295,20 @@ def load_tasks(storage: DatasetStorage, info: DatasetInfo | None = None) -> Task
         {0: 'pick up the cube and put it in the bowl', 1: 'push the cube to the left edge'}
     """
     key = _cache_key(storage, info, layout.TASKS_PATH)
+    return _cached(key, lambda: _read_tasks(storage, info))
+
+
+def _cached(key: Any, read: Any) -> Any:
+    """The table cached under `key` (None: not cacheable), else `read()`, cached."""
     with _cache_lock:
         cached = _cache.get(key) if key else None
     if cached is not None:
         return cached
-    tasks = _read_tasks(storage, info)
+    table = read()
     if key:
         with _cache_lock:
-            _cache[key] = tasks
-    return tasks
+            _cache[key] = table
+    return table
 
 
 # Tables opened in this process, while anything holds them.
@@ -381,6 +380,9 @@ def _attach_or_none(shared: tuple, storage: DatasetStorage, info: DatasetInfo | 
 # --- reading the parquet tables ------------------------------------------------------------
 
 
+_DIGESTED = {"index": "episode_index", "length": "length"}  # columns -> their parquet names
+
+
 def episode_columns(cameras: Sequence[str] | Mapping[str, Any]) -> list[str]:
     """The columns of meta/episodes.parquet for these cameras (what the reader needs)."""
     columns = ["episode_index", "length", "tasks", "shard", "frames_record_start"]
@@ -405,6 +407,7 @@ def _read_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
     table = file.read(scalars.values())
     columns = {name: _ints(table, column, path) for name, column in scalars.items()}
     check_table(path, info, columns)
+    digests = {name: sealing.ints_digest(columns[key]) for key, name in _DIGESTED.items()}
     columns["start"] = np.cumsum(columns["length"]) - columns["length"]
     # One camera's GOP table at a time (DROID's are 6.8 million values each), each checked
     # (tiling, or fixed GOPs) and dropped unless its starts are irregular.
@@ -412,6 +415,7 @@ def _read_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
     for cam in info.cameras:
         column = layout.segment_column(cam, "segment_starts")
         offsets, starts = _int_lists(file.read([column])[column], f"{path}: column {column}")
+        digests[column] = sealing.int_lists_digest(np.diff(offsets), starts)
         gop = info.cameras[cam].gop
         gops[cam] = gop if gop and regular(offsets, starts, columns["length"], gop) else None
         check_gops(path, cam, columns, offsets, starts, tiled=gops[cam] is not None)
@@ -420,11 +424,16 @@ def _read_episodes(storage: DatasetStorage, info: DatasetInfo) -> Episodes:
             columns[f"gops/{cam}/first"] = offsets
             columns[f"gops/{cam}/position"] = starts + np.repeat(columns["start"], counts[cam])
     check_record_layout(path, info, columns, counts)
-    columns |= _string_lists("tasks", file.read(["tasks"])["tasks"], f"{path}: column tasks")
-    for key in strings:
-        column = layout.strings_column(key)
+    for key, column in [
+        ("tasks", "tasks"),
+        *((f"strings/{k}", layout.strings_column(k)) for k in strings),
+    ]:
         values = file.read([column])[column]
-        columns |= _string_lists(f"strings/{key}", values, f"{path}: column {column}")
+        columns |= _string_lists(key, values, f"{path}: column {column}")
+        digests[column] = sealing.string_lists_digest(*_lists(values))
+    # What the records were written with (format 5): a GOP table shifted by a frame, or
+    # any other column edited after conversion, fails here, naming the column.
+    sealing.check_table(path, info.metadata_xxh3 or {}, digests)
     del table, file
     pa.default_memory_pool().release_unused()  # what decoding the parquet took, to the OS
     return Episodes(Columns(columns), gops, strings, storage, info)

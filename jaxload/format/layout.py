@@ -19,6 +19,7 @@ mp4 fragment; jaxload/format/mp4.py). `jaxload.format.reader` reads it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -31,18 +32,22 @@ import numpy as np
 from xxhash import xxh3_64_intdigest
 
 from jaxload.errors import DatasetError
+from jaxload.format import sealing
 
 FORMAT_NAME = "jaxload"
+# 5: records are keyed by the converted content: the checksum key is derived from the
+# content fingerprint and the digests of the metadata that says what a record holds
+# (`jaxload.format.sealing`), and frame rows lay the features out in sorted name order.
 # 4: each shard has a record offset index beside it (`offsets_path`): the byte range of
 # every record's chunk, so remote readers fetch single records (jaxload.storage.remote).
 # 3: every record ends with an 8-byte xxh3_64 checksum keyed by its position, verified on
 # every read. 2: GOP records are mp4 fragments after a per-camera init record (1: packed
 # Annex-B packets, remuxed on every read).
-FORMAT_VERSION = 4
-# Versions this reader reads: 2 without per-record checks (`jaxload doctor` verifies such a
-# dataset's fingerprint; reconverting adds the checks); 2 and 3 only from local storage
-# (remote reads need the offset index of version 4).
-READABLE_VERSIONS = (2, 3, 4)
+FORMAT_VERSION = 5
+# Versions this reader reads. Older ones are refused with a message saying to reconvert:
+# their records are keyed by the source's metadata, not by their content, so a record of
+# another conversion of the same source passed their checks.
+READABLE_VERSIONS = (5,)
 # The first version with record offset indexes (remote reads).
 OFFSETS_VERSION = 4
 
@@ -192,6 +197,14 @@ class DatasetInfo:
     shard_records: tuple[int, ...] = ()
     # Format 4: the xxh3_64 (hex) of each shard's offset index file.
     offsets_xxh3: tuple[str, ...] = ()
+    # Format 5: the digests of the metadata the records are keyed by (`sealing`).
+    metadata_xxh3: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False)
+
+    @functools.cached_property
+    def records_key(self) -> int:
+        """The key of every record checksum (`record_key(records_key, shard, record)`):
+        derived from records.seed, the fingerprint and the metadata digests (format 5)."""
+        return sealing.records_key(self.record_seed, self.fingerprint, self.metadata_xxh3 or {})
 
     @property
     def frame_dtype(self) -> np.dtype:
@@ -227,18 +240,32 @@ class DatasetInfo:
         }
         if self.offsets_xxh3:
             records["offsets_xxh3"] = list(self.offsets_xxh3)
+        if self.metadata_xxh3 is not None:
+            records["metadata_xxh3"] = self.metadata_xxh3
         return {"records": records}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], where: str) -> DatasetInfo:
+        """info.json's fields, checked: the format version, each field's type and range
+        (`fps` > 0, dtypes, shapes, frame sizes) and (format 5) that fps, features and
+        cameras are what the records were written with. A DatasetError names the field."""
+        if not isinstance(raw, Mapping):
+            raise DatasetError(f"{where}: holds a JSON {type(raw).__name__}, not an object")
         if raw.get("format") != FORMAT_NAME:
             raise DatasetError(f"{where}: not a jaxload dataset (format={raw.get('format')!r})")
         version = raw.get("format_version")
+        if isinstance(version, int) and version < min(READABLE_VERSIONS):
+            raise DatasetError(
+                f"{where}: format_version {version} was written by an older jaxload, whose "
+                "record checksums do not cover the converted content; this jaxload reads "
+                f"version {FORMAT_VERSION}: reconvert the source (`jaxload convert SRC OUT`)"
+            )
         if version not in READABLE_VERSIONS:
             raise DatasetError(
                 f"{where}: format_version {version} is not supported by this jaxload "
                 f"(reads versions {list(READABLE_VERSIONS)}); reconvert with `jaxload convert`"
             )
+        check_fields(raw, where)
         try:
             records = raw["records"] if version >= 3 else {}
             if version >= 3 and records.get("checksum") != RECORD_CHECK:
@@ -246,7 +273,7 @@ class DatasetInfo:
             indexes = records.get("offsets_xxh3")
             if indexes is not None and len(indexes) != int(raw["num_shards"]):
                 raise ValueError("records.offsets_xxh3 must have one entry per shard")
-            return cls(
+            info = cls(
                 fps=int(raw["fps"]),
                 total_frames=int(raw["total_frames"]),
                 total_episodes=int(raw["total_episodes"]),
@@ -263,15 +290,87 @@ class DatasetInfo:
                 record_seed=int(records["seed"]) if version >= 3 else None,
                 shard_records=tuple(int(n) for n in records.get("per_shard", ())),
                 offsets_xxh3=tuple(str(h) for h in records.get("offsets_xxh3", ())),
+                metadata_xxh3=records.get("metadata_xxh3"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise DatasetError(f"{where}: malformed metadata ({type(e).__name__}: {e})") from e
+        sealing.check_info(where, info.metadata_xxh3, info.digests())
+        return info
+
+    def digests(self) -> dict[str, Any]:
+        """The digests of fps, features and cameras (`sealing.info_digests`)."""
+        features = {k: f.to_json() for k, f in self.features.items()}
+        return sealing.info_digests(
+            self.fps, features, {k: c.to_json() for k, c in self.cameras.items()}
+        )
+
+
+def with_metadata_digests(info: DatasetInfo, rows: Iterable[Mapping[str, Any]]) -> DatasetInfo:
+    """`info` with records.metadata_xxh3 for its fields and the meta/episodes.parquet
+    `rows` (dicts of its columns): what a dataset's record key is derived from (format 5;
+    the converter streams the same digests, `jaxload.converters.content`)."""
+    strings = [strings_column(k) for k, f in info.features.items() if f.is_string]
+    gops = [segment_column(c, "segment_starts") for c in info.cameras]
+    table = sealing.TableDigests(gops, strings)
+    for row in rows:
+        table.add(row)
+    digests = info.digests() | {sealing.EPISODES: table.digests()}
+    return dataclasses.replace(info, metadata_xxh3=digests)
 
 
 def frame_dtype(features: Mapping[str, Feature]) -> np.dtype:
-    """The packed structured dtype of one frame record (little-endian, no padding)."""
-    fields = [(k, f.stored_dtype.newbyteorder("<"), f.shape) for k, f in features.items()]
+    """The packed structured dtype of one frame record (little-endian, no padding): the
+    features in sorted name order, whatever the order of info.json's `features` object
+    (a JSON object's order is no contract: `json.dump(..., sort_keys=True)` changes it)."""
+    fields = [(k, features[k].stored_dtype.newbyteorder("<"), features[k].shape)
+              for k in sorted(features)]  # fmt: skip
     return np.dtype(fields)
+
+
+_CAMERA_INTS = {"height": 1, "width": 1}  # field -> smallest value
+
+
+def check_fields(raw: Mapping[str, Any], where: str) -> None:
+    """Raises a DatasetError naming `where` and the field unless fps is an integer > 0,
+    every feature has a known dtype and a shape of integers >= 0, and every camera a
+    frame size of integers >= 1 (values that would otherwise fail deep in numpy or the
+    decoder, or serve windows at the wrong frames)."""
+
+    def bad(field: str, value: Any, wanted: str) -> DatasetError:
+        return DatasetError(
+            f"{where}: {field} is {value!r}; {wanted} (restore info.json or reconvert)"
+        )
+
+    def integer(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    fps = raw.get("fps")
+    if not integer(fps) or fps <= 0:
+        raise bad("fps", fps, "it must be an integer > 0 (frames per second)")
+    for section in ("features", "cameras"):
+        if not isinstance(raw.get(section), Mapping):
+            raise bad(section, raw.get(section), "it must be an object")
+        for key, value in raw[section].items():
+            if not isinstance(value, Mapping):
+                raise bad(f"{section}.{key}", value, "it must be an object")
+    for key, feature in raw["features"].items():
+        dtype, shape = feature.get("dtype"), feature.get("shape")
+        if dtype != STRING:
+            try:
+                ok = isinstance(dtype, str) and np.dtype(dtype).kind in "biuf"
+            except Exception:  # numpy raises TypeError, ValueError, SyntaxError for bad names
+                ok = False
+            if not ok:
+                raise bad(
+                    f"features.{key}.dtype", dtype, "it must be a numeric numpy dtype or 'string'"
+                )
+        if not isinstance(shape, list) or not all(integer(n) and n >= 0 for n in shape):
+            raise bad(f"features.{key}.shape", shape, "it must be a list of integers >= 0")
+    for key, camera in raw["cameras"].items():
+        for field, low in _CAMERA_INTS.items():
+            value = camera.get(field)
+            if not integer(value) or value < low:
+                raise bad(f"cameras.{key}.{field}", value, f"it must be an integer >= {low}")
 
 
 def content_fingerprint(
@@ -336,7 +435,9 @@ def parse_info(data: bytes, where: str, root: str) -> DatasetInfo:
         raw = json.loads(data)
     except ValueError as e:
         raise DatasetError(f"{where}: unreadable ({e})") from e
-    if isinstance(raw, dict) and raw.get("format") != FORMAT_NAME and "codebase_version" in raw:
+    if not isinstance(raw, dict):
+        raise DatasetError(f"{where}: not a JSON object (a JSON {type(raw).__name__})")
+    if raw.get("format") != FORMAT_NAME and "codebase_version" in raw:
         raise DatasetError(
             f"{root} is a LeRobot dataset ({raw['codebase_version']}), not a jaxload dataset: "
             f"convert it first with `jaxload convert {root} OUT`"
@@ -407,6 +508,7 @@ __all__ = [
     "DatasetInfo",
     "Feature",
     "camera_record_count",
+    "check_fields",
     "content_fingerprint",
     "episodes_table",
     "frame_dtype",
@@ -421,6 +523,7 @@ __all__ = [
     "shard_path",
     "strings_column",
     "unseal_record",
+    "with_metadata_digests",
     "write_bytes_atomic",
     "write_json_atomic",
 ]

@@ -25,6 +25,30 @@ def gop_num_frames(fragment: bytes) -> int:
     return _fragment_fields(fragment)[2]
 
 
+def sample_entry(init: bytes) -> tuple[str, int, int]:
+    """(codec fourcc, width, height) of an init segment's video track: its first sample
+    entry (`moov/trak/mdia/minf/stbl/stsd`), e.g. ("avc1", 128, 96). ValueError when the
+    bytes are no init segment."""
+    data, offset, end = memoryview(init), 0, len(init)
+    for container in (b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stsd"):
+        while True:
+            if offset + 8 > end:
+                raise ValueError(f"no {container.decode()} box in the init segment")
+            size, kind = _BOX.unpack_from(data, offset)
+            if size < 8 or offset + size > end:
+                raise ValueError(f"bad mp4 box size {size} ({kind!r}) at byte {offset}")
+            if kind == container:
+                offset, end = offset + 8, offset + size
+                break
+            offset += size
+    entry = offset + 8  # stsd: version and flags, entry count, then the entries
+    if entry + 36 > end:
+        raise ValueError("an empty sample description (stsd)")
+    kind = bytes(data[entry + 4 : entry + 8]).decode("latin-1")
+    width, height = struct.unpack_from(">HH", data, entry + 32)  # VisualSampleEntry
+    return kind, width, height
+
+
 def build_mp4(init: bytes, fragments: Sequence[bytes]) -> tuple[bytes, list[int]]:
     """One mp4 of `fragments` after `init`, frames numbered 0.. in this order, and the
     number of frames of each fragment.

@@ -26,6 +26,7 @@ from jaxload.errors import DatasetError
 from jaxload.format import layout
 from jaxload.format.episodes import Episodes, load_episodes, load_tasks
 from jaxload.format.layout import DatasetInfo
+from jaxload.format.probe import check_first_records
 from jaxload.format.storage import DatasetStorage, LocalDirectory, as_storage
 
 # Frame-block records per read when streaming every frame (stats): few calls, bounded memory
@@ -66,6 +67,8 @@ class DatasetFiles:
     Args:
         where: the dataset's directory, or its `DatasetStorage` (a local directory or an
             object store: `jaxload.storage.open_storage`).
+        check_records: check info.json against the first episode's records at open, for
+            a local dataset (`jaxload.format.probe`; `jaxload doctor` checks every record).
 
     Example:
         >>> files = DatasetFiles("out/demo")
@@ -73,12 +76,16 @@ class DatasetFiles:
         (10, 4, 'out/demo')
     """
 
-    def __init__(self, where: Where):
+    def __init__(self, where: Where, *, check_records: bool = True):
         self.storage = as_storage(where)
         self.root = self.storage.name  # the directory or URL messages name
         self.info = read_info(self.storage)
         self.episodes = load_episodes(self.storage, self.info)
         self.readers = self.storage.record_reader(self.info, self.episodes.locate)
+        if check_records and isinstance(self.storage, LocalDirectory):
+            # info.json against the records it describes (a remote dataset's records are
+            # verified as they are fetched: no request at open)
+            check_first_records(self)
 
     def tasks(self) -> dict[int, str]:
         return read_tasks(self.storage)

@@ -96,7 +96,7 @@ class ShardReaders:
             raise DatasetError(f"{self.path(shard)}: cannot read records ({e})") from e
         if not self.info.checked:
             return stored
-        seed = self.info.record_seed
+        seed = self.info.records_key
         payloads = [layout.unseal_record(d, seed, shard, r) for d, r in zip(stored, records)]
         if any(p is None for p in payloads):
             bad = records[next(i for i, p in enumerate(payloads) if p is None)]

@@ -8,7 +8,10 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from jaxload.pipeline.sources import DatasetSource
+from jaxload.sampling.weights import MixtureWeights
 
 # Seeds key SplitMix64 hashes: unsigned 64-bit integers.
 _SEED_LIMIT = 2**64
@@ -62,3 +65,67 @@ def source_weights(sources: Sequence[DatasetSource]) -> list[float] | None:
         if not real or not math.isfinite(w) or w < 0:
             raise ValueError(f"{source.name}: weight must be a finite number >= 0, got {w!r}")
     return [float(w) for w in given]
+
+
+def check_fits_in_memory(spec: Any, available: int | None = None) -> None:
+    """A ValueError, with the estimate, when this host's batches in flight would take more
+    than the memory available (`global_batch_size=10**8` ran to 22 GB and the OOM killer).
+
+    In flight: the read threads' buffers (2 per thread), each worker's buffered batches
+    (and its read threads'), the prefetch buffer and the batch being used."""
+    from jaxload.pipeline.machine import probe_memory
+
+    options = spec.options
+    row_bytes = sum(
+        math.prod(shape) * np.dtype(dtype).itemsize
+        for shape, dtype in spec.schema.element_spec.values()
+    )
+    batch_bytes = row_bytes * len(spec.rows)
+    readers = max(1, options.num_workers)
+    in_flight = (
+        readers * (2 * options.read_threads + options.worker_buffer_size) + options.prefetch + 1
+    )
+    available = probe_memory()[1] if available is None else available
+    need = batch_bytes * in_flight
+    if need > available:
+        raise ValueError(
+            f"global_batch_size={spec.global_batch_size}: this host's batches of "
+            f"{len(spec.rows)} rows take {batch_bytes / 2**30:.2f} GiB each; with about "
+            f"{in_flight} in flight (read threads, worker buffers, prefetch) that is "
+            f"{need / 2**30:.1f} GiB, more than the {available / 2**30:.1f} GiB available "
+            "here. Lower global_batch_size (or the windows, or PipelineOptions' buffers)"
+        )
+
+
+def rule_weights(
+    rule: MixtureWeights,
+    sources: Sequence[DatasetSource],
+    datasets: Sequence[Any],
+    drop_n_first_frames: int,
+    drop_n_last_frames: int,
+) -> list[float]:
+    """A mixture's weights from a `MixtureWeights` rule and the datasets' sizes; each
+    source's `weight` multiplies its own (None: 1)."""
+    multipliers = []
+    for source in sources:
+        w = 1.0 if source.weight is None else source.weight
+        real = isinstance(w, numbers.Real) and not isinstance(w, bool)
+        if not real or not math.isfinite(w) or w < 0:
+            raise ValueError(f"{source.name}: weight must be a finite number >= 0, got {w!r}")
+        multipliers.append(float(w))
+    return rule.resolve(
+        dataset_sizes(datasets, drop_n_first_frames, drop_n_last_frames), multipliers
+    ).tolist()
+
+
+def dataset_sizes(
+    datasets: Sequence[Any], drop_n_first_frames: int = 0, drop_n_last_frames: int = 0
+) -> dict[str, list[int]]:
+    """Each dataset's frames, anchors (frames after the drops) and episodes."""
+    lengths = [np.asarray(d.episode_lengths, np.int64) for d in datasets]
+    drops = drop_n_first_frames + drop_n_last_frames
+    return {
+        "frames": [int(x.sum()) for x in lengths],
+        "anchors": [int(np.maximum(x - drops, 0).sum()) for x in lengths],
+        "episodes": [len(x) for x in lengths],
+    }

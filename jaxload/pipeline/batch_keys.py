@@ -94,3 +94,80 @@ def key_selection(
     if unknown and transform is None:
         raise ValueError(f"keys: a batch holds no {unknown}; it holds {sorted(available)}")
     return KeySelection(keys, mixture, name)
+
+
+class Batch(dict):
+    """A batch as the loader hands it out: a dict of arrays (a JAX pytree with a dict's
+    keys and order) whose missing keys raise a `KeyError` that says why a key is missing
+    and how to get it, e.g. for `batch["task"]`: strings are left out by default, pass
+    `keys=[..., "task"]`.
+
+    Example::
+
+        batch = next(loader)
+        batch["task"]  # KeyError: "'task' holds strings, which jax.jit cannot take, ..."
+    """
+
+    __slots__ = ("missing",)
+
+    def __missing__(self, key: Any) -> Any:
+        explain = getattr(self, "missing", None)
+        raise KeyError(explain(key, self) if explain is not None else key)
+
+
+@dataclasses.dataclass(frozen=True)
+class MissingKeys:
+    """Why a key is not in a loader's batch (`Batch.__missing__`'s message)."""
+
+    selection: KeySelection
+    strings: tuple[str, ...]  # the string keys a collated batch holds (task, features)
+    fields: tuple[str, ...]  # its array keys
+
+    def __call__(self, key: Any, batch: Mapping[str, Any]) -> str:
+        held = sorted(map(str, batch))
+        if key in self.strings:
+            return (
+                f"{key!r} holds strings, which jax.jit cannot take, so batches leave it out by "
+                f"default: pass keys=[..., {key!r}] to make_loader to keep it (a numpy array of "
+                "str with this host's rows), or turn it into arrays in a batch_transform (a "
+                "tokenizer; it sees every key)"
+            )
+        if key == DATASET_INDEX and not self.selection.mixture and self.selection.keys is None:
+            return (
+                "'dataset_index' is left out of a one-dataset loader's batches (all zeros); "
+                "pass keys=[..., 'dataset_index'] to make_loader to keep it"
+            )
+        if key in self.fields:
+            return (
+                f"{key!r} is not among the keys= given to make_loader "
+                f"({list(self.selection.keys or ())}); add it there"
+            )
+        if isinstance(key, str) and key.endswith("_is_pad"):
+            return (
+                f"no {key!r}: a batch holds `{{key}}_is_pad` for windowed keys (delta_timestamps "
+                "or delta_frames) and keys some datasets of a mixture lack; it holds "
+                f"{held}"
+            )
+        return f"no key {key!r} in this batch; it holds {held}"
+
+
+def register_batch_pytree() -> None:
+    """Makes `Batch` a JAX pytree node with a dict's keys (sorted) and children, once."""
+    import jax
+
+    if getattr(register_batch_pytree, "done", False):
+        return
+
+    def flatten_with_keys(batch: Batch) -> tuple[tuple, tuple]:
+        keys = tuple(sorted(batch))
+        return tuple((jax.tree_util.DictKey(k), batch[k]) for k in keys), keys
+
+    def flatten(batch: Batch) -> tuple[tuple, tuple]:
+        keys = tuple(sorted(batch))
+        return tuple(batch[k] for k in keys), keys
+
+    def unflatten(keys: tuple, values: Iterable[Any]) -> Batch:
+        return Batch(zip(keys, values, strict=True))
+
+    jax.tree_util.register_pytree_with_keys(Batch, flatten_with_keys, unflatten, flatten)
+    register_batch_pytree.done = True  # type: ignore[attr-defined]

@@ -8,8 +8,11 @@ Rules when datasets differ (documented in the README):
 * A vector feature whose last axis differs (state of size 8 in one dataset, 14 in another)
   is zero-padded at the end to the largest size, and the batch gets
   ``{key}_dim_is_pad`` of shape ``(D_max,)``, True on the padded dims.
-* Any other difference (image sizes, window lengths, dtypes) is an error: rename keys with
-  ``key_maps`` or resize at conversion.
+* Any other difference (window lengths, dtypes, image sizes the image transforms leave
+  different) is an error naming the key and the datasets. Cameras of different sizes
+  share a key once transformed to one size: the schema is built from the cameras as the
+  readers deliver them (jaxload.pipeline.image_transforms). Rename keys with
+  ``key_maps`` (a key mapped to None is left out of the batch).
 * ``dataset_index`` (int64) says which dataset each sample came from; ``task`` and string
   features (dtype ``str`` in a dataset's ``element_spec``) are numpy arrays of str (they
   cannot become ``jax.Array``s), ``""`` where a dataset lacks the key.
@@ -41,21 +44,28 @@ class Field:
     fill: Any = 0
 
 
-def rename_spec(spec: Spec, key_map: Mapping[str, str]) -> dict[str, tuple[tuple[int, ...], Any]]:
-    """Apply a key map to a spec; `{key}_is_pad` follows its key. Entries are `(shape,
-    dtype)` or anything with `.shape` and `.dtype` (a dataset's `jax.ShapeDtypeStruct`s)."""
+def rename_spec(
+    spec: Spec, key_map: Mapping[str, str | None]
+) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """Apply a key map to a spec; `{key}_is_pad` follows its key, keys mapped to None are
+    left out. Entries are `(shape, dtype)` or anything with `.shape` and `.dtype` (a
+    dataset's `jax.ShapeDtypeStruct`s)."""
     out = {}
     for key, entry in spec.items():
         shape, dtype = (entry.shape, entry.dtype) if hasattr(entry, "dtype") else entry
-        out[rename_key(key, key_map)] = (tuple(shape), np.dtype(dtype))
+        renamed = rename_key(key, key_map)
+        if renamed is not None:
+            out[renamed] = (tuple(shape), np.dtype(dtype))
     return out
 
 
-def rename_key(key: str, key_map: Mapping[str, str]) -> str:
+def rename_key(key: str, key_map: Mapping[str, str | None]) -> str | None:
+    """`key`'s name in the batch (None: left out of it)."""
     if key in key_map:
         return key_map[key]
     if key.endswith(PAD_SUFFIX) and key[: -len(PAD_SUFFIX)] in key_map:
-        return key_map[key[: -len(PAD_SUFFIX)]] + PAD_SUFFIX
+        base = key_map[key[: -len(PAD_SUFFIX)]]
+        return None if base is None else base + PAD_SUFFIX
     return key
 
 
@@ -74,14 +84,20 @@ def _unify(key: str, entries: list[tuple[int, tuple[int, ...], np.dtype]]) -> tu
         return (*leading.pop(), max(s[-1] for s in shapes))
     raise ValueError(
         f"key {key!r} has shapes that cannot share a batch ({where}); only the last axis of a "
-        "vector feature is padded. Rename keys with key_maps or resize at conversion."
+        "vector feature is padded. Bring cameras to one size with image_transforms (make_loader's "
+        "image_transforms=[jaxload.transforms.Resize((h, w))] runs on each dataset's frames "
+        "before they share the key; DatasetSource(image_transforms=...) for one dataset) or "
+        "at conversion (jaxload convert --resize HxW), or rename keys (DatasetSource cameras= "
+        "or key_map)."
     )
 
 
 class BatchSchema:
     """The fields of a batch and how each dataset's samples are written into them."""
 
-    def __init__(self, specs: Sequence[Spec], key_maps: Sequence[Mapping[str, str]] | None = None):
+    def __init__(
+        self, specs: Sequence[Spec], key_maps: Sequence[Mapping[str, str | None]] | None = None
+    ):
         key_maps = list(key_maps) if key_maps is not None else [{}] * len(specs)
         if len(key_maps) != len(specs):
             raise ValueError(f"{len(key_maps)} key maps for {len(specs)} datasets")
@@ -171,6 +187,8 @@ class BatchSchema:
         spec, key_map = self.specs[d], self.key_maps[d]
         for raw_key, value in sample.items():
             key = rename_key(raw_key, key_map)
+            if key is None:
+                continue
             if key in strings:
                 strings[key][i] = value
             elif key in out and key in spec:

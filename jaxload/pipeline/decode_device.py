@@ -20,8 +20,12 @@ log = logging.getLogger("jaxload.pipeline.decode_device")
 
 # "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any device type torchcodec
 # supports, e.g. CPU devices in tests) in the training process, onto the device that holds
-# each row of the global batch. "auto" resolves to "cuda" or "cpu".
-DECODE_DEVICES = ("cpu", "cuda", "device")
+# each row of the global batch; "hybrid": the workers decode a share of each device's
+# rows, the devices the rest, the share measured as it runs (jaxload.pipeline.
+# decode_split). "auto" resolves to "hybrid" where NVDEC can decode every camera, else
+# "cpu"; make_loader then times the sides and keeps the fastest path
+# (jaxload.pipeline.decode_choice).
+DECODE_DEVICES = ("cpu", "cuda", "device", "hybrid")
 
 # Stored codecs no NVDEC decodes (4:4:4 and RGB H.264; HEVC 4:4:4 only on some GPUs):
 # image cameras and lossless streams (docs/FORMAT.md, "Camera codecs"). With GPU decoding
@@ -61,8 +65,14 @@ def decide_decode_device(
         why = "cannot decode on CUDA here" if machine.torchcodec_cuda is False else "not probed"
         reasons.append(f"decode on CPU: torchcodec CUDA decode {why}")
         return "cpu"
-    reasons.append(f"decode on GPU: NVDEC decodes {sorted(codecs)}; workers only read bytes")
-    return "cuda"
+    if "hybrid" not in decode_devices:
+        reasons.append(f"decode on GPU: NVDEC decodes {sorted(codecs)}; workers only read bytes")
+        return "cuda"
+    reasons.append(
+        f"NVDEC decodes {sorted(codecs)}: the CPU workers and NVDEC share each batch's decode "
+        "(hybrid), in a split measured as the loader runs (all on one side where that is faster)"
+    )
+    return "hybrid"
 
 
 def nvdec_unsupported(machine: MachineInfo, codecs: set[str]) -> dict[str, list[str]]:
@@ -77,7 +87,7 @@ def nvdec_unsupported(machine: MachineInfo, codecs: set[str]) -> dict[str, list[
 def choose_decode_device(
     datasets: Sequence[Any], *, machine: MachineInfo | None = None
 ) -> tuple[str, tuple[str, ...]]:
-    """What `make_loader(decode_device="auto")` uses: ("cuda" | "cpu", reasons).
+    """What `make_loader(decode_device="auto")` uses: ("hybrid" | "cpu", reasons).
 
     CUDA when torchcodec decodes on a GPU here and every GPU's NVDEC handles every camera
     codec of the datasets (A100/H100/H200 have no AV1 decoder); otherwise CPU.
@@ -95,7 +105,7 @@ def choose_decode_device(
             machine, torchcodec_cuda=probe_torchcodec_cuda(d.storage, cam)
         )
     reasons: list[str] = []
-    device = decide_decode_device(machine, codecs, ("cpu", "cuda"), reasons)
+    device = decide_decode_device(machine, codecs, ("cpu", "cuda", "hybrid"), reasons)
     return device, tuple(reasons)
 
 
@@ -169,30 +179,40 @@ def probe_torchcodec_cuda(path: Any, camera: str) -> bool:
     return True
 
 
-def resolve_decode_device(decode_device: str, datasets: Sequence[Any], sharding: Any) -> str:
-    """ "auto" -> "cuda" or "cpu" (logged with the reason); "cuda" -> checked against NVDEC."""
+def resolve_decode_device(
+    decode_device: str, datasets: Sequence[Any], sharding: Any, reasons: list[str] | None = None
+) -> str:
+    """ "auto" -> "hybrid" or "cpu" (logged with the reason, also appended to `reasons`);
+    "cuda" -> checked against NVDEC."""
     if decode_device not in (*DECODE_DEVICES, "auto"):
         raise ValueError(
             f"decode_device={decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"
         )
     videos = [d for d in datasets if getattr(getattr(d, "info", None), "cameras", None)]
-    if decode_device == "cuda" and videos:
+    on_gpus = sharding is not None and all(
+        d.platform == "gpu" for d in sharding.addressable_devices
+    )
+    if videos and (decode_device == "cuda" or (decode_device == "hybrid" and on_gpus)):
         check_cuda_decodable(videos)
     if decode_device != "auto":
         return decode_device
     if not videos:
+        if reasons is not None:
+            reasons.append("no video cameras")
         return "cpu"
-    device, reasons = choose_decode_device(videos)
-    if device == "cuda" and sharding is None:
-        device, reasons = "cpu", (*reasons, "no `sharding`: rows have no device to decode on")
-    log.info("decode_device='auto' -> %r: %s", device, "; ".join(reasons))
+    device, why = choose_decode_device(videos)
+    if device != "cpu" and sharding is None:
+        device, why = "cpu", (*why, "no `sharding`: rows have no device to decode on")
+    log.info("decode_device='auto' -> %r: %s", device, "; ".join(why))
+    if reasons is not None:
+        reasons.extend(why)
     return device
 
 
 def cameras_decoded_on_device(
     decode_device: str,
     datasets: Sequence[Any],
-    key_maps: Sequence[Mapping[str, str]],
+    key_maps: Sequence[Mapping[str, str | None]],
     sharding: Any,
 ) -> tuple[str, ...]:
     """Camera keys (batch names) the training process decodes; () when workers decode."""
@@ -207,7 +227,8 @@ def cameras_decoded_on_device(
     if decode_device == "cuda" and not on_gpus:
         raise ValueError("decode_device='cuda' needs GPU devices in `sharding`; use 'cpu'")
     per_dataset = [
-        {rename_key(c, m) for c in d.camera_keys} for d, m in zip(datasets, key_maps, strict=True)
+        {rename_key(c, m) for c in d.camera_keys} - {None}
+        for d, m in zip(datasets, key_maps, strict=True)
     ]
     if on_gpus:  # cameras NVDEC cannot decode stay with the workers
         cpu_only = {
@@ -227,3 +248,28 @@ def cameras_decoded_on_device(
                 f"{d} lacks {sorted(cameras - cams)} (use decode_device='cpu' for such mixtures)"
             )
     return tuple(sorted(cameras))
+
+
+def device_streams(
+    datasets: Sequence[Any], key_maps: Sequence[Mapping[str, str]], encoded: Sequence[str]
+) -> tuple[tuple[str, int, int], ...]:
+    """(codec, height, width) of every stream of the cameras the devices decode."""
+    return tuple(
+        sorted(
+            {
+                (c.codec, c.height, c.width)
+                for d, m in zip(datasets, key_maps, strict=True)
+                for k, c in getattr(getattr(d, "info", None), "cameras", {}).items()
+                if rename_key(k, m) in encoded
+            }
+        )
+    )
+
+
+def default_decode_threads(sharding: Any) -> int:
+    """Decodes in flight per device: a GPU's NVDEC engines (`GpuInfo.nvdec_engines`), 2
+    on other devices."""
+    if not all(d.platform == "gpu" for d in sharding.addressable_devices):
+        return 2
+    gpus = probe_machine().gpus
+    return min((g.nvdec_engines for g in gpus), default=2)

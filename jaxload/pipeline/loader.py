@@ -23,7 +23,11 @@ import grain
 
 from jaxload.errors import RemoteError, WorkerDiedError, WorkerTimeoutError
 from jaxload.pipeline import main_guard, workers
-from jaxload.pipeline.read_batch import Batch, ReadBatch
+from jaxload.pipeline.batch_keys import Batch, MissingKeys, register_batch_pytree
+from jaxload.pipeline.decode_split import INITIAL_SHARE, DecodeSplit
+from jaxload.pipeline.hosts import device_blocks
+from jaxload.pipeline.read_batch import ReadBatch
+from jaxload.pipeline.read_threads import DaemonReads
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
 from jaxload.state import LoaderState, check_compatible
@@ -49,6 +53,14 @@ class Loader:
         self._delivered = 0  # batches handed out since _start
         self._iterator: Any = None
         self._workers: workers.WorkerRegistry | None = None  # the running pipeline's
+        self._to_global: ToGlobalArrays | None = None  # the running pipeline's
+        self._split: DecodeSplit | None = None  # hybrid decoding: the running pipeline's
+        self._share = INITIAL_SHARE  # the readers' share of the rows, kept across restarts
+        self._reads: DaemonReads | None = None  # the running pipeline's reads (no workers)
+        register_batch_pytree()
+        self._missing = MissingKeys(
+            spec.keys, tuple(spec.schema.strings), tuple(spec.schema.fields)
+        )
 
     # -- what it reads and how (the spec's, for convenience) ---------------------------------
 
@@ -68,6 +80,21 @@ class Loader:
     @property
     def global_batch_size(self) -> int:
         return self.spec.global_batch_size
+
+    def mixture_table(self) -> str:
+        """The datasets as a table: episodes, frames, weight, exact share of a batch, and
+        epochs of each per million samples (make_loader logs it at INFO for a mixture)."""
+        from jaxload.pipeline.arguments import dataset_sizes
+        from jaxload.sampling.weights import weights_table
+
+        spec = self.spec
+        sizes = dataset_sizes(spec.datasets, spec.drop_n_first_frames, spec.drop_n_last_frames)
+        mixture = spec.stream.mixture
+        weights = [1.0] if mixture is None else mixture.weights
+        shares = [1.0] if mixture is None else mixture.shares
+        return weights_table(
+            spec.names, sizes["frames"], sizes["episodes"], sizes["anchors"], weights, shares
+        )
 
     # -- iteration ---------------------------------------------------------------------------
 
@@ -89,7 +116,12 @@ class Loader:
                         store.board = StatsBoard()
                 self._workers = workers.WorkerRegistry()
             workers.reclaim_shared_memory()  # what crashed loaders on this machine left
-            self._iterator = self.grain_dataset().__iter__()
+            placement = self.spec.placement
+            if placement.decode_device == "hybrid" and placement.encoded:
+                blocks = device_blocks(self.spec.sharding, self.spec.rows, self.global_batch_size)
+                self._split = DecodeSplit(blocks, self._share)
+            pipeline, self._reads = self._build()
+            self._iterator = pipeline.__iter__()
             self._iterator.start_prefetch()
             _RUNNING.add(self)
         return self
@@ -98,80 +130,107 @@ class Loader:
         self.start()
         try:
             batch = next(self._iterator)
+        except StopIteration:
+            raise
         except (WorkerTimeoutError, RemoteError) as e:
             # A stuck reader, or storage that gave up after its retries: the pipeline holds
             # the error and would raise it again. Dropped, so that the next next() reads the
             # same position anew (an outage that has ended costs one exception, not the loader).
-            self._abandon(getattr(e, "pid", None))
-            raise
-        except StopIteration:
+            self._abandon(getattr(e, "pid", None), stuck=isinstance(e, WorkerTimeoutError))
             raise
         except Exception as e:
-            failure = self._worker_failure()
+            # Whatever failed, this pipeline lost the batch: Grain drops the reader that
+            # raised (a dead worker's shard, or one that forwarded an error), and its next
+            # batches would be served in this one's place. Dropped too, so that the next
+            # next() reads this position anew, or raises again.
+            failure = self._worker_failure(e)
+            self._abandon(None)
             if failure is None:
                 raise
-            self._abandon(None)
             raise failure from e
         self._delivered += 1
         for store in self.spec.remote_stores.values():  # workers' reads in one line, here
             store.log_progress()
-        return batch
+        out = Batch(batch)
+        out.missing = self._missing  # a missing key's KeyError says why
+        return out
 
-    def _worker_failure(self) -> Exception | None:
+    def _worker_failure(self, error: Exception) -> Exception | None:
         """The error behind a failed next() when a worker process ended under it: an
         unguarded script re-run by a worker, or a worker that died (a signal, a crash)."""
         unguarded = main_guard.explain_worker_crash()
         if unguarded is not None or self._workers is None:
             return unguarded
-        # A signal, or a status other than 0: a worker that raised had its error forwarded
-        # and exits normally (the original error is raised then), and an end whose status
-        # Grain collected first is not known to be a death.
-        ended = [w for w in self._workers.ended() if w.signal is not None or w.status]
-        if not ended:
+        dead = workers.death(self._workers, error)
+        if dead is None:
             return None
-        count, first = self.options.num_workers, ended[0]
-        # Worker i reads batches i, i + count, ... of the pipeline (Grain's round robin):
-        # the first it owes from here on is the one it held.
-        held = self._delivered + (first.index - self._delivered) % count
-        return WorkerDiedError(
-            f"worker {first.index} of {count} (pid {first.pid}) {first.describe()} while "
-            f"reading batch {held} ({self.spec.describe(self._start, held)}). The loader "
+        count = self.options.num_workers
+        if dead.index is None:  # killed while starting: the batch due is its first
+            held, worker = self._delivered, f"a worker of {count}, still starting,"
+        else:
+            # Worker i reads batches i, i + count, ... of the pipeline (Grain's round
+            # robin): the first it owes from here on is the one it held.
+            held = self._delivered + (dead.index - self._delivered) % count
+            worker = f"worker {dead.index} of {count} (pid {dead.pid})"
+        failure = WorkerDiedError(
+            f"{worker} {dead.describe()} while reading batch {held} "
+            f"({self.spec.describe(self._start, held)}). The loader "
             f"stopped its readers; next() restarts them at position {self.position}, the "
             "batch not yet served"
         )
+        failure.pid, failure.signal, failure.status = dead.pid, dead.signal, dead.status
+        failure.position = self._start + held * self.spec.global_batch_size
+        return failure
 
-    def _abandon(self, stuck_pid: int | None) -> None:
+    def _abandon(self, stuck_pid: int | None, stuck: bool = False) -> None:
         """Drops a pipeline whose reader is stuck or dead; the next next() starts a new one
         at the same position. A stuck worker is killed (a stopped one would keep Grain's
         close waiting on it), and the rest closes in the background: a reader stuck on
-        storage may never return."""
+        storage may never return (`stuck`: nor does interpreter exit wait for it)."""
         if stuck_pid is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(stuck_pid, signal.SIGKILL)
         iterator, self._iterator = self._iterator, None
         registry, self._workers = self._workers, None
+        parts = self._let_go(stuck)
         _RUNNING.discard(self)
-        for (
-            store
-        ) in self.spec.remote_stores.values():  # the next pipeline never waits on its fetches
+        # The next pipeline never waits on the fetches of this one.
+        for store in self.spec.remote_stores.values():
             store.restart()
 
         def close() -> None:
+            if registry is not None:  # first: the workers stop reading (WorkerRegistry.close)
+                registry.close()
             if iterator is not None:
                 iterator.close()
-            if registry is not None:
-                registry.close()
+            for part in parts:
+                part.close()
 
         threading.Thread(target=close, daemon=True, name="jaxload-abandon").start()
 
+    def _let_go(self, stuck: bool = False) -> list[Any]:
+        """The running pipeline's decode threads and split, to close (the share is kept
+        for the next pipeline)."""
+        if self._reads is not None:  # a read stuck in a batch_transform is left behind
+            self._reads.release(stuck=stuck)
+        parts = [p for p in (self._to_global, self._split) if p is not None]
+        if self._split is not None:
+            self._share = self._split.share
+        self._to_global = self._split = self._reads = None
+        return parts
+
     def close(self) -> None:
         """Stop the background thread and the worker processes (a later next() restarts them)."""
+        if self._reads is not None:  # first: nothing waits on a read stuck meanwhile
+            self._reads.release()
+        if self._workers is not None:  # then the workers stop reading (WorkerRegistry.close)
+            self._workers.close()
+            self._workers = None
         if self._iterator is not None:
             self._iterator.close()
             self._iterator = None
-        if self._workers is not None:
-            self._workers.close()
-            self._workers = None
+        for part in self._let_go():
+            part.close()
         for store in self.spec.remote_stores.values():  # stop fetching ahead
             store.close()
         _RUNNING.discard(self)
@@ -237,10 +296,21 @@ class Loader:
             f"Loader(sources={sources}, global_batch_size={spec.global_batch_size}, "
             f"seed={spec.seed}, hosts={spec.host_count} (this one: {part}), "
             f"workers={spec.options.num_workers}, read_threads={spec.options.read_threads}, "
-            f"{self._transforms_repr()}"
+            f"{self._decode_repr()}{self._transforms_repr()}"
             f"epoch={self.epoch}{epochs}, step={self.position // spec.global_batch_size}, "
             f"position={self.position})"
         )
+
+    def _decode_repr(self) -> str:
+        placement, choice = self.spec.placement, self.spec.decode_choice
+        auto = f" (auto: {choice.describe()})" if choice is not None else ""
+        if placement.decode_device == "cpu" or not placement.encoded:
+            return f"decode=cpu{auto}, " if auto else ""
+        text = f"decode={placement.decode_device} x{self.spec.options.decode_threads}{auto}"
+        share = self.decode_share
+        if share is not None:
+            text += f" (readers {share:.0%} of the rows)"
+        return text + ", "
 
     def _transforms_repr(self) -> str:
         placement = self.spec.placement
@@ -290,12 +360,27 @@ class Loader:
     def read_batch(self) -> ReadBatch:
         """The per-batch read transform, anchored at the current position (remote datasets:
         fetching ahead of each batch, jaxload.storage.prefetch)."""
-        return ReadBatch(self.spec.for_readers(), self.position)
+        return ReadBatch(self.spec.for_readers(), self.position, self._split)
 
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""
-        to_global = ToGlobalArrays(self.spec) if self.spec.sharding is not None else None
-        return build_pipeline(self.read_batch(), self.num_batches, to_global, self._workers)
+        return self._build()[0]
+
+    def _build(self) -> tuple[grain.IterDataset, DaemonReads]:
+        """The pipeline, and its reads (for `close` to let go of, when the loader runs it)."""
+        if self.spec.sharding is not None:
+            self._to_global = ToGlobalArrays(self.spec, self._split)
+        read_batch = self.read_batch()
+        pipeline = build_pipeline(read_batch, self.num_batches, self._to_global, self._workers)
+        return pipeline, read_batch.reads
+
+    @property
+    def decode_share(self) -> float | None:
+        """Hybrid decoding: the share of each device's rows the readers (CPU) decode now,
+        the rest on the devices (jaxload.pipeline.decode_split); None otherwise."""
+        if self.spec.placement.decode_device != "hybrid" or not self.spec.placement.encoded:
+            return None
+        return self._split.share if self._split is not None else self._share
 
 
 # Loaders with a live pipeline. Closed before interpreter teardown: Grain's own __del__

@@ -60,6 +60,17 @@ _ARCH_BY_NAME = [
 ]
 
 
+# NVDEC engines per GPU (NVIDIA's Video Encode and Decode support matrix): each decoder
+# session keeps one busy, so jaxload runs this many decodes per GPU at once.
+_NVDEC_ENGINES = [
+    (r"\b(GH200|H100|H200|H800|H20|GB\d+|B\d00|B300)\b", 7),
+    (r"\b(A100|A800)\b", 5),
+    (r"\b(A30|L4)\b", 4),
+    (r"\b(L40S?|L20)\b", 3),
+    (r"\b(A10G?|A16|A40|T4|RTX (?:30|40|50)\d0)\b", 2),
+]
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuInfo:
     """One GPU: name, memory and (when known) compute capability."""
@@ -85,6 +96,14 @@ class GpuInfo:
     def nvdec_codecs(self) -> frozenset[str]:
         """Codecs its NVDEC decodes (8-bit 4:2:0, the converter's output)."""
         return _NVDEC[self.architecture]
+
+    @property
+    def nvdec_engines(self) -> int:
+        """Its NVDEC engines (NVIDIA's support matrix); 2 for a GPU not in the table."""
+        for pattern, engines in _NVDEC_ENGINES:
+            if re.search(pattern, self.name, re.IGNORECASE):
+                return engines
+        return 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,20 +164,25 @@ def _cores() -> int:
     return cores
 
 
+def probe_memory() -> tuple[int, int]:
+    """(total, available) bytes of memory for this process (the cgroup's limit counts)."""
+    return _memory()
+
+
 def _memory() -> tuple[int, int]:
-    try:
+    # /proc/meminfo where there is one: the loader checks memory at every make_loader, and
+    # a trainer imports no tooling library (psutil) for it.
+    info = dict(
+        line.split(":", 1) for line in (_read("/proc/meminfo") or "").splitlines() if ":" in line
+    )
+    if "MemTotal" in info:
+        total = int(info["MemTotal"].split()[0]) * 1024
+        available = int(info.get("MemAvailable", "0 kB").split()[0]) * 1024 or total
+    else:
         import psutil
 
         vm = psutil.virtual_memory()
         total, available = int(vm.total), int(vm.available)
-    except ImportError:
-        info = dict(
-            line.split(":", 1)
-            for line in (_read("/proc/meminfo") or "").splitlines()
-            if ":" in line
-        )
-        total = int(info.get("MemTotal", "0 kB").split()[0]) * 1024
-        available = int(info.get("MemAvailable", "0 kB").split()[0]) * 1024 or total
     limit = _read("/sys/fs/cgroup/memory.max")
     if limit and limit.isdigit() and int(limit) < total:
         used = int(_read("/sys/fs/cgroup/memory.current") or 0)

@@ -10,23 +10,40 @@ and image transforms run: ``decode_device`` and ``image_transforms``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jaxload.pipeline import workers
-from jaxload.pipeline.arguments import check_arguments, check_yields_a_batch, source_weights
+from jaxload.pipeline.arguments import (
+    check_arguments,
+    check_fits_in_memory,
+    check_yields_a_batch,
+    rule_weights,
+    source_weights,
+)
 from jaxload.pipeline.batch_keys import key_selection
 from jaxload.pipeline.batch_schema import BatchSchema
-from jaxload.pipeline.decode_device import cameras_decoded_on_device, resolve_decode_device
+from jaxload.pipeline.decode_choice import DecodeChoice, measure_decode_paths
+from jaxload.pipeline.decode_device import (
+    cameras_decoded_on_device,
+    default_decode_threads,
+    device_streams,
+    resolve_decode_device,
+)
 from jaxload.pipeline.hosts import this_host_rows
 from jaxload.pipeline.image_transforms import resolve_image_transforms
 from jaxload.pipeline.loader import Batch, Loader
 from jaxload.pipeline.options import PipelineOptions
-from jaxload.pipeline.sources import DatasetSource, as_sources, open_sources
+from jaxload.pipeline.source_windows import warn_mostly_padded
+from jaxload.pipeline.sources import DatasetSource, as_sources, open_sources, source_key_map
 from jaxload.pipeline.spec import LoaderSpec, Placement
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.stream import SampleStream
+from jaxload.sampling.weights import MixtureWeights, as_weight_rule
+
+log = logging.getLogger("jaxload.mixture")
 
 # make_loader keywords that only repeat a PipelineOptions field (deprecated: `options=`).
 DEPRECATED_SHORTHANDS = (
@@ -46,9 +63,11 @@ def make_loader(
     shuffle: bool = True,
     num_epochs: int | None = None,
     delta_timestamps: Mapping[str, Sequence[float]] | Sequence[Mapping] | None = None,
+    delta_frames: Mapping[str, Sequence[int]] | Sequence[Mapping] | None = None,
+    snap_windows: bool = False,
     drop_n_first_frames: int = 0,
     drop_n_last_frames: int = 0,
-    weights: Sequence[float] | None = None,
+    weights: Sequence[float] | MixtureWeights | str | None = None,
     sharding: Any = None,
     decode_device: str | None = None,
     host_index: int | None = None,
@@ -118,20 +137,35 @@ def make_loader(
         num_epochs: epochs to read (the last incomplete batch is dropped); None: for ever.
         delta_timestamps: LeRobot's windows, {key: offsets in seconds}; one dict shared by
             every dataset (each takes the keys it has), or a list with one per dataset.
+            Every value must be a multiple of each dataset's 1/fps (a WindowError names the
+            dataset, its fps and the nearest valid values) unless `snap_windows`.
+        delta_frames: windows in frames, {key: frame offsets}, counted at each dataset's own
+            fps (`{"action": range(16)}`: 16 steps in a 10 fps and a 50 fps dataset alike);
+            shared or per dataset as `delta_timestamps`, beside it for other keys.
+        snap_windows: round `delta_timestamps` to each dataset's nearest frame instead of
+            refusing values off its grid.
         drop_n_first_frames, drop_n_last_frames: frames of each episode that are never
             anchors.
-        weights: mixture weights, one per dataset (default: their valid anchors).
-            jaxload.sampling.mixture says how a mixture's blocks are filled exactly.
+        weights: mixture weights, one per dataset (default: their valid anchors), or a rule
+            deriving them from the datasets' sizes: `jaxload.MixtureWeights(by="frames",
+            temperature=..., cap=..., max_share=...)` (or just "frames", "episodes",
+            "anchors", "uniform"), where each `DatasetSource(weight=...)` multiplies its
+            dataset's. jaxload.sampling.mixture says how a mixture's blocks are filled
+            exactly; `loader.mixture_table()` shows the result (logged at INFO on start).
         sharding: a NamedSharding whose first axis shards the batch: each array is then a
             global jax.Array built by jax.make_array_from_process_local_data from the rows
             this process's devices hold. None: the batch is this host's numpy rows.
         decode_device: where video is decoded: "cpu" (default: in the readers), "cuda"
-            (NVDEC, onto each row's GPU, in this process), "device" (any device torchcodec
-            decodes on) or "auto" ("cuda" when torchcodec decodes on a GPU here and its
-            NVDEC handles every camera's codec, else "cpu"; logged with the reason).
-            Anything but "cpu" needs `sharding`: the readers hand each camera over
-            compressed (`jaxload.decode.frames.EncodedFrames`) and every device decodes the
-            rows it holds, handed to JAX through DLPack. Sets `options.decode_device`.
+            (torchcodec's NVDEC backend, onto each row's GPU, in this process, several
+            decodes in flight per GPU: `options.decode_threads`), "device" (any device
+            torchcodec decodes on), "hybrid" (the readers decode a share of each device's
+            rows, the devices the rest, the share adjusted as it runs so neither waits:
+            jaxload.pipeline.decode_split) or "auto" ("hybrid" when torchcodec decodes on
+            a GPU here and its NVDEC handles every camera's codec, else "cpu"; logged with
+            the reason). Anything but "cpu" needs `sharding`: the readers hand each camera
+            over compressed (`jaxload.decode.frames.EncodedFrames`) and every device
+            decodes the rows it holds, handed to JAX through DLPack. Sets
+            `options.decode_device`.
         host_index, host_count: this host's part of each global batch (default: JAX's
             process index and count); given to simulate hosts in one process.
         options: how the pipeline runs (a `jaxload.PipelineOptions`: worker processes,
@@ -144,7 +178,8 @@ def make_loader(
         mixture_block_size: the mixture's block (default: the smallest exact block).
         episodes: episode indices to read: one selection for every dataset, or a list with
             one selection (or None) per dataset.
-        key_maps: per dataset, renames of its keys in the batch (`{key}_is_pad` follows).
+        key_maps: per dataset, renames of its keys in the batch (`{key}_is_pad` follows;
+            a key mapped to None is left out). `DatasetSource(cameras=...)` names cameras.
         keys: exactly the keys a batch holds, strings and "dataset_index" included. Default:
             every key `jax.jit` accepts ("task" and string features left out,
             "dataset_index" only in a mixture; jaxload.pipeline.batch_keys).
@@ -152,7 +187,10 @@ def make_loader(
             `jaxload.transforms.RandomResizedCrop` and `ColorJitter`: every camera (or the
             transforms' `keys`) resized and augmented with random parameters keyed by
             (seed, global position), the same for any worker or host count and after a
-            restore (docs/LOADER.md, "Image transforms").
+            restore (docs/LOADER.md, "Image transforms"). On "cpu" they run on each
+            dataset's frames before these share a key, so a `Resize` brings cameras of
+            different sizes to one. A source's own (`DatasetSource(image_transforms=...)`)
+            run before them.
         image_transforms_on: "cpu" (in the readers, before `batch_transform`), "device"
             (jitted over the global batch after decode; needs `sharding`) or "auto"
             ("device" when the devices decode the video, else "cpu").
@@ -207,11 +245,14 @@ def make_loader(
         prefetch=prefetch,
         autotune=autotune,
     )
+    rule = as_weight_rule(weights)
     sources = as_sources(
         paths_or_datasets,
         episodes=episodes,
         delta_timestamps=delta_timestamps,
-        weights=weights,
+        delta_frames=delta_frames,
+        snap_windows=snap_windows,
+        weights=None if rule is not None else weights,
         key_maps=key_maps,
         storage_options=storage_options,
     )
@@ -219,9 +260,13 @@ def make_loader(
     for source, dataset in zip(sources, datasets, strict=True):
         if len(dataset.episode_lengths) == 0:
             raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
+    names = tuple(s.name for s in sources)
+    warn_mostly_padded(names, datasets, drop_n_first_frames, drop_n_last_frames)
     stream = SampleStream(
         [d.episode_lengths for d in datasets],
-        weights=source_weights(sources),
+        weights=source_weights(sources)
+        if rule is None or len(sources) == 1
+        else rule_weights(rule, sources, datasets, drop_n_first_frames, drop_n_last_frames),
         seed=seed,
         shuffle=shuffle,
         drop_n_first_frames=drop_n_first_frames,
@@ -229,52 +274,89 @@ def make_loader(
         mixture_block_size=mixture_block_size,
     )
     check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
-    key_maps = [dict(s.key_map or {}) for s in sources]
-    schema = BatchSchema([d.element_spec() for d in datasets], key_maps)
-    selection = key_selection(
-        keys,
-        [*schema.fields, *schema.strings],
-        mixture=len(datasets) > 1,
-        transform=batch_transform,
-    )
+    key_maps = [source_key_map(s, d) for s, d in zip(sources, datasets, strict=True)]
     rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
     remote_stores = {
         d: store for d, store in enumerate(_remote_store(ds) for ds in datasets) if store
     }
+    asked, why = options.decode_device, []
     options = dataclasses.replace(
-        options, decode_device=resolve_decode_device(options.decode_device, datasets, sharding)
+        options,
+        decode_device=resolve_decode_device(options.decode_device, datasets, sharding, why),
     )
     if options.autotune:
         options = _autotuned(options, sources, datasets, host_count, sharding)
     in_memory = any(s.options.cache_dir is None for s in remote_stores.values())
     options = options.resolve(remote=in_memory)
-    encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
-    transforms, transforms_on = resolve_image_transforms(
-        image_transforms, image_transforms_on, datasets, key_maps, schema, encoded, sharding
-    )
+
+    def resolved(options: PipelineOptions) -> LoaderSpec:
+        """The spec with the cameras decoded where `options.decode_device` says."""
+        encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
+        if encoded and options.decode_threads is None:
+            options = dataclasses.replace(options, decode_threads=default_decode_threads(sharding))
+        transforms, transforms_on, own_transforms, specs = resolve_image_transforms(
+            image_transforms,
+            image_transforms_on,
+            [s.image_transforms for s in sources],
+            names,
+            [list(getattr(d, "camera_keys", ())) for d in datasets],
+            [d.element_spec() for d in datasets],
+            key_maps,
+            encoded,
+            sharding,
+        )
+        schema = BatchSchema(specs, key_maps)  # the cameras as the readers deliver them
+        selection = key_selection(
+            keys,
+            [*schema.fields, *schema.strings],
+            mixture=len(datasets) > 1,
+            transform=batch_transform,
+        )
+        return LoaderSpec(
+            names=names,
+            datasets=tuple(datasets),
+            stream=stream,
+            schema=schema,
+            keys=selection,
+            global_batch_size=int(global_batch_size),
+            seed=int(seed),
+            shuffle=bool(shuffle),
+            drop_n_first_frames=int(drop_n_first_frames),
+            drop_n_last_frames=int(drop_n_last_frames),
+            num_epochs=num_epochs,
+            rows=rows,
+            host_count=host_count,
+            sharding=sharding,
+            placement=Placement(
+                options.decode_device,
+                encoded,
+                transforms,
+                transforms_on,
+                device_streams(datasets, key_maps, encoded),
+            ),
+            batch_transforms=(batch_transform,) if batch_transform is not None else (),
+            options=options,
+            remote_stores=remote_stores,
+            source_transforms=own_transforms,
+        )
+
+    spec = resolved(options)
+    if asked == "auto" and spec.placement.decode_device == "hybrid":
+        # NVDEC can decode: time both sides on these batches (jaxload.pipeline.decode_choice)
+        choice = measure_decode_paths(spec)
+        if choice.device != "hybrid":
+            spec = resolved(dataclasses.replace(options, decode_device=choice.device))
+        spec = dataclasses.replace(spec, decode_choice=choice)
+    elif asked == "auto":
+        choice = DecodeChoice(spec.placement.decode_device, tuple(why))
+        spec = dataclasses.replace(spec, decode_choice=choice)
+    check_fits_in_memory(spec)
     if options.num_workers > 0:
         workers.ensure_absl_flags_parsed()
-    spec = LoaderSpec(
-        names=tuple(s.name for s in sources),
-        datasets=tuple(datasets),
-        stream=stream,
-        schema=schema,
-        keys=selection,
-        global_batch_size=int(global_batch_size),
-        seed=int(seed),
-        shuffle=bool(shuffle),
-        drop_n_first_frames=int(drop_n_first_frames),
-        drop_n_last_frames=int(drop_n_last_frames),
-        num_epochs=num_epochs,
-        rows=rows,
-        host_count=host_count,
-        sharding=sharding,
-        placement=Placement(options.decode_device, encoded, transforms, transforms_on),
-        batch_transforms=(batch_transform,) if batch_transform is not None else (),
-        options=options,
-        remote_stores=remote_stores,
-    )
-    return Loader(spec)
+    loader = Loader(spec)
+    if stream.mixture is not None:
+        log.info("mixture of %d datasets:\n%s", len(datasets), loader.mixture_table())
+    return loader
 
 
 def _with_shorthands(

@@ -28,7 +28,13 @@ MAX_WORKERS = 8
 # includes its start (importing jax and torch: ~5 s of CPU here).
 DEFAULT_WORKER_TIMEOUT_S = 300.0
 # Knobs that take integers, and the smallest value each accepts.
-_MINIMUM = {"num_workers": 0, "read_threads": 1, "worker_buffer_size": 1, "prefetch": 1}
+_MINIMUM = {
+    "num_workers": 0,
+    "read_threads": 1,
+    "worker_buffer_size": 1,
+    "prefetch": 1,
+    "decode_threads": 1,
+}
 
 
 def split_cores(cores: int) -> tuple[int, int]:
@@ -63,7 +69,11 @@ class PipelineOptions:
         worker_timeout_s: seconds a worker process (or, without workers, the read threads)
             may take to deliver its next batch before next() raises
             `jaxload.errors.WorkerTimeoutError`; at least 4x the slowest batch seen so far
-            (`jaxload.pipeline.stages.WatchReaders`).
+            (`jaxload.pipeline.stages.WatchReaders`). A decode on a device gets as long.
+        decode_threads: decodes in flight per device when the devices decode
+            (decode_device "cuda", "device" or "hybrid"); None: the GPU's NVDEC engines (7
+            on H100/H200, `jaxload.pipeline.machine.GpuInfo.nvdec_engines`), 2 on CPU
+            devices (`jaxload.decode.on_device.DeviceDecoder`).
     """
 
     num_workers: int | None = None
@@ -73,14 +83,17 @@ class PipelineOptions:
     decode_device: str = "cpu"
     autotune: bool = False
     worker_timeout_s: float = DEFAULT_WORKER_TIMEOUT_S
+    decode_threads: int | None = None
 
     def __post_init__(self) -> None:
         for name, low in _MINIMUM.items():
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            if not integral or value < low:
                 raise ValueError(f"{name} must be an integer >= {low} (or None), got {value!r}")
+            object.__setattr__(self, name, int(value))  # numpy's integers too, as `seed`
         timeout = self.worker_timeout_s
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
             raise ValueError(f"worker_timeout_s must be a number of seconds > 0, got {timeout!r}")

@@ -10,6 +10,7 @@ on CPU), then the batch transforms, and keeps the keys a batch holds
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,7 +22,11 @@ from jaxload.decode.on_device import merge_encoded
 from jaxload.errors import BatchTransformError
 from jaxload.pipeline import shared_batch
 from jaxload.pipeline.batch_schema import rename_key
+from jaxload.pipeline.decode_split import DecodeSplit
+from jaxload.pipeline.image_transforms import transform_rows
+from jaxload.pipeline.read_threads import DaemonReads
 from jaxload.pipeline.spec import LoaderSpec
+from jaxload.pipeline.workers import raise_if_pipeline_closed
 from jaxload.storage.prefetch import BatchReads, Lookahead
 from jaxload.transforms.on_device import POSITIONS_KEY
 
@@ -53,12 +58,48 @@ def check_transformed(batch: Any, transform: Callable, rows: int) -> Batch:
     return dict(batch)
 
 
-def _in_slot(array: np.ndarray, slots: dict) -> np.ndarray:
-    """`array` copied into a worker's shared-memory slot, recorded in `slots`."""
-    out, ref = shared_batch.worker_pool().array(array.shape, array.dtype)
-    out[...] = array
+def _new_array(shape: tuple[int, ...], dtype: Any, slots: dict | None) -> np.ndarray:
+    """An uninitialised array: in a worker (`slots` given) in one of its reused
+    shared-memory slots, recorded in `slots`."""
+    if slots is None:
+        return np.empty(shape, dtype)
+    out, ref = shared_batch.worker_pool().array(shape, dtype)
     slots[id(out)] = (out, ref)
     return out
+
+
+@dataclasses.dataclass
+class DeviceShare:
+    """Hybrid decoding: the batch rows (this host's, in batch order) the devices decode,
+    and each camera's compressed frames of those rows. Travels beside the batch under
+    DEVICE_SHARE_KEY; `jaxload.pipeline.stages.ToGlobalArrays` takes it out."""
+
+    rows: np.ndarray
+    encoded: dict[str, EncodedFrames]
+    share: float  # the split's share the readers decoded this batch at
+
+
+def packed_gops(value: EncodedFrames | DeviceShare, pool: shared_batch.SlotPool) -> Any:
+    """The compressed frames with their GOPs in a shared-memory slot (a worker's output;
+    `unpacked_gops` in the training process undoes it)."""
+    if isinstance(value, DeviceShare):
+        encoded = {cam: packed_gops(v, pool) for cam, v in value.encoded.items()}
+        return dataclasses.replace(value, encoded=encoded)
+    return dataclasses.replace(value, gops=shared_batch.pack_bytes(value.gops, pool))
+
+
+def unpacked_gops(value: Any, opener: shared_batch.SlotOpener) -> Any:
+    """`packed_gops` undone: the GOPs as views of their slot."""
+    if isinstance(value, DeviceShare):
+        encoded = {cam: unpacked_gops(v, opener) for cam, v in value.encoded.items()}
+        return dataclasses.replace(value, encoded=encoded)
+    if isinstance(value, EncodedFrames) and isinstance(value.gops, shared_batch.PackedBytes):
+        return dataclasses.replace(value, gops=opener.open_bytes(value.gops))
+    return value
+
+
+# The batch key of a hybrid batch's DeviceShare (never a feature's name).
+DEVICE_SHARE_KEY = "__jaxload_device_share__"
 
 
 def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
@@ -80,12 +121,14 @@ class ReadBatch(grain.transforms.Map):
     `jaxload.storage.prefetch.Lookahead` plans and fetches ahead of each batch.
     """
 
-    def __init__(self, spec: LoaderSpec, start: int):
+    def __init__(self, spec: LoaderSpec, start: int, split: DecodeSplit | None = None):
         self.spec, self.start = spec, int(start)
         self.lookahead = (
             Lookahead(spec, step=max(1, spec.options.num_workers)) if spec.remote_stores else None
         )
+        self.split = split  # hybrid decoding: the readers' share of each device's rows
         self.output_to_shared_memory = False
+        self.reads = DaemonReads()  # a stuck read never holds up exit (read_threads)
 
     def positions(self, k: int) -> np.ndarray:
         """Global stream positions of this host's rows of batch k."""
@@ -96,6 +139,10 @@ class ReadBatch(grain.transforms.Map):
         return self.spec.describe(self.start, k)
 
     def map(self, k: int) -> Batch:
+        raise_if_pipeline_closed()  # in a worker of a closed loader: nobody wants batch k
+        return self.reads.run(self._map, k)
+
+    def _map(self, k: int) -> Batch:
         reads = self.lookahead.before(int(k), self.positions) if self.lookahead else None
         if not self.output_to_shared_memory:
             return self._read(k, reads, None)
@@ -109,6 +156,8 @@ class ReadBatch(grain.transforms.Map):
                 made = slots.pop(id(value), None)
                 if made is not None:
                     batch[key] = made[1]
+                elif isinstance(value, EncodedFrames | DeviceShare):
+                    batch[key] = packed_gops(value, shared_batch.worker_pool())
             return batch
         finally:
             for _, ref in slots.values():
@@ -121,9 +170,12 @@ class ReadBatch(grain.transforms.Map):
         n = len(dataset_ids)
         samples: list[dict | None] = [None] * n
         videos: dict[str, list[tuple[np.ndarray, EncodedFrames]]] = {}
+        # camera (batch key) -> its parts: (dataset, rows, frames of those rows)
+        frames: dict[str, list[tuple[int, np.ndarray, np.ndarray]]] = {}
+        to_decode: list[tuple[str, int, np.ndarray, EncodedFrames]] = []
         for d in np.unique(dataset_ids).tolist():
             where = np.flatnonzero(dataset_ids == d)
-            dataset = spec.datasets[d]
+            dataset, key_map = spec.datasets[d], spec.schema.key_maps[d]
             if hasattr(dataset, "read_encoded"):
                 ahead = {}  # what the lookahead made for this read (only jaxload's datasets)
                 if reads is not None and d in reads.plans:
@@ -132,61 +184,109 @@ class ReadBatch(grain.transforms.Map):
                     ahead["context"] = reads.contexts[d]
                 got, encoded = dataset.read_encoded(ds_positions[where].tolist(), **ahead)
                 for raw_key, video in encoded.items():
-                    key = rename_key(raw_key, spec.schema.key_maps[d])
+                    key = rename_key(raw_key, key_map)
+                    if key is None:  # left out of the batch: never decoded
+                        continue
                     videos.setdefault(key, []).append((where, video))
+                    if key not in placement.encoded:
+                        to_decode.append((key, d, where, video))
             else:
                 got = read_samples(dataset, ds_positions[where])
+                for raw_key in getattr(dataset, "camera_keys", ()):
+                    key = rename_key(raw_key, key_map)
+                    if key is not None and self._transformed(d, key):  # as decoded cameras
+                        part = np.stack([sample.pop(raw_key) for sample in got])
+                        frames.setdefault(key, []).append((d, where, part))
             for i, sample in zip(where, got, strict=True):
                 samples[i] = sample
-        to_decode = [
-            (cam, where, video)
-            for cam, parts in videos.items()
-            if cam not in placement.encoded
-            for where, video in parts
-        ]
-        frames: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for (cam, where, _), part in zip(to_decode, decode_grouped([v for *_, v in to_decode])):
-            frames.setdefault(cam, []).append((where, part))
-        decoded = {cam: self._assemble(cam, parts, n, slots) for cam, parts in frames.items()}
+        decoded_parts = decode_grouped([video for *_, video in to_decode])
+        for (cam, d, where, _), part in zip(to_decode, decoded_parts, strict=True):
+            frames.setdefault(cam, []).append((d, where, part))
+        positions = self.positions(k)
+        decoded = {
+            cam: self._assemble(cam, parts, n, slots, positions) for cam, parts in frames.items()
+        }
         batch = spec.schema.collate(samples, dataset_ids, exclude=placement.encoded, arrays=decoded)
-        for cam in placement.encoded:
-            batch[cam] = merge_encoded(videos[cam], n)
-        in_readers = placement.transforms_in_readers
-        if in_readers is not None:
-            batch = in_readers.apply(batch, self.positions(k), spec.seed)
-            if slots is not None:  # in a worker: reused shared memory, as decoded cameras
-                for key in in_readers.keys:
-                    batch[key] = _in_slot(batch[key], slots)
+        encoded = {cam: merge_encoded(videos[cam], n) for cam in placement.encoded}
+        share = None
+        if self.split is None:
+            batch.update(encoded)
+        elif encoded:  # hybrid: this share of each device's rows is decoded here
+            batch_arrays, share = self._split_decode(encoded, n, slots)
+            batch.update(batch_arrays)
         for transform in spec.batch_transforms:
             batch = check_transformed(transform(batch), transform, n)
         batch = spec.keys.select(batch)
+        if share is not None:
+            share.encoded = {cam: v for cam, v in share.encoded.items() if cam in batch}
+            batch[DEVICE_SHARE_KEY] = share
         if placement.transforms_on_devices is not None:  # the devices need the positions
             batch[POSITIONS_KEY] = self.positions(k)
         return batch
 
+    def _split_decode(
+        self, encoded: dict[str, EncodedFrames], n: int, slots: dict | None
+    ) -> tuple[dict[str, np.ndarray], DeviceShare]:
+        """Hybrid: each camera's (n, ...) array with the readers' rows decoded (the split's
+        share of each device's rows; the others are left unwritten), and the compressed
+        frames of the other rows, for the devices."""
+        share = self.split.share
+        cpu = self.split.cpu_rows(share)
+        rest = np.setdiff1d(np.arange(n), cpu)
+        arrays = {}
+        decoded = decode_grouped([v.select(cpu) for v in encoded.values()]) if len(cpu) else []
+        for i, cam in enumerate(encoded):
+            field = self.spec.schema.fields[cam]
+            out = _new_array((n, *field.shape), field.dtype, slots)
+            if len(cpu):
+                out[cpu] = decoded[i].reshape(len(cpu), *field.shape)
+            arrays[cam] = out
+        return arrays, DeviceShare(rest, {cam: v.select(rest) for cam, v in encoded.items()}, share)
+
+    def _transformed(self, d: int, key: str) -> bool:
+        """Whether the readers transform dataset d's camera `key` (batch name)."""
+        own = self.spec.source_transforms[d] if self.spec.source_transforms else None
+        loader = self.spec.placement.transforms_in_readers
+        return any(t is not None and key in (t.keys or ()) for t in (own, loader))
+
     def _assemble(
         self,
         cam: str,
-        parts: list[tuple[np.ndarray, np.ndarray]],
+        parts: list[tuple[int, np.ndarray, np.ndarray]],
         n: int,
         slots: dict | None,
+        positions: np.ndarray,
     ) -> np.ndarray:
-        """The camera's (n, *shape) array from its decoded parts (rows, frames); rows no
-        part covers hold the field's fill value.
+        """The camera's (n, *shape) array from its decoded parts (dataset, rows, frames),
+        each through its dataset's image transforms and the loader's (those the readers
+        run) first; rows no part covers hold the field's fill value.
 
         In a worker (`slots` given) it is built in a shared-memory slot, recorded in
         `slots`."""
-        field = self.spec.schema.fields[cam]
-        one_dataset = len(parts) == 1 and len(parts[0][0]) == n  # every row, in order
+        spec = self.spec
+        field = spec.schema.fields[cam]
+        loader = spec.placement.transforms_in_readers
+        parts = [
+            (
+                d,
+                where,
+                transform_rows(
+                    spec.source_transforms[d] if spec.source_transforms else None,
+                    loader,
+                    cam,
+                    part.reshape(len(where), *part.shape[1:]),
+                    positions[where],
+                    spec.seed,
+                ),
+            )
+            for d, where, part in parts
+        ]
+        one_dataset = len(parts) == 1 and len(parts[0][1]) == n  # every row, in order
         if slots is None and one_dataset:
-            return parts[0][1].reshape(n, *field.shape)  # torchcodec's output as is
-        if slots is None:
-            out = np.empty((n, *field.shape), field.dtype)
-        else:
-            out, ref = shared_batch.worker_pool().array((n, *field.shape), field.dtype)
-            slots[id(out)] = (out, ref)
+            return parts[0][2].reshape(n, *field.shape)  # torchcodec's output as is
+        out = _new_array((n, *field.shape), field.dtype, slots)
         covered = np.zeros(n, bool)
-        for where, part in parts:
+        for _, where, part in parts:
             out[where] = part.reshape(len(where), *field.shape)
             covered[where] = True
         out[~covered] = field.fill

@@ -67,6 +67,32 @@ class SlotRef:
     dtype: str
 
 
+@dataclasses.dataclass(frozen=True)
+class PackedBytes:
+    """Byte strings laid end to end in one slot: what crosses instead of them. A batch's
+    compressed GOPs (decoded on the devices) are megabytes, which Grain would otherwise
+    pickle through its queue's pipe: a pipe its worker cannot exit past until the training
+    process reads it."""
+
+    ref: SlotRef
+    ends: tuple[int, ...]  # where each string ends in the slot
+
+
+def pack_bytes(chunks: list[Any], pool: SlotPool) -> PackedBytes:
+    """`chunks` (bytes-like) copied end to end into a slot of `pool`."""
+    ends = np.cumsum([len(c) for c in chunks], dtype=np.int64)
+    array, ref = pool.array((int(ends[-1]) if len(ends) else 0,), np.uint8)
+    try:
+        start = 0
+        for chunk, end in zip(chunks, ends.tolist(), strict=True):
+            array[start:end] = np.frombuffer(chunk, np.uint8)
+            start = end
+    except BaseException:
+        pool.release(ref)
+        raise
+    return PackedBytes(ref, tuple(ends.tolist()))
+
+
 class SlotPool:
     """A worker process's shared-memory segments, reused once the trainer drops a batch."""
 
@@ -98,6 +124,14 @@ class SlotPool:
             for slot in self._slots.get(math.prod(ref.shape) * np.dtype(ref.dtype).itemsize, []):
                 if slot.name == ref.name:
                     slot.buf[0] = FREE
+
+    def exit_process(self, status: int) -> None:
+        """Unlinks every segment, then ends the process while holding the pool's lock: a read
+        thread is then never halfway through making a segment (made, not yet unlinked),
+        which would stay named in /dev/shm for good."""
+        self.unlink_all()
+        self._lock.acquire()
+        os._exit(status)
 
     def unlink_all(self) -> int:
         """Removes every segment's name (the training process may hold some: their memory
@@ -168,6 +202,13 @@ class SlotOpener:
         held = _Held(ref.shape, np.dtype(ref.dtype), buffer=mapping, offset=HEADER)
         held._mapping = mapping
         return held.view(np.ndarray)
+
+    def open_bytes(self, packed: PackedBytes) -> list[memoryview]:
+        """The strings `pack_bytes` laid in a slot, as views (the slot is freed when none
+        is left)."""
+        data = memoryview(self.open(packed.ref))
+        starts = (0, *packed.ends[:-1])
+        return [data[a:b] for a, b in zip(starts, packed.ends, strict=True)]
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_mapped": {}}  # mappings belong to this process

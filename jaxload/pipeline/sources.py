@@ -2,15 +2,18 @@
 
     sources = [
         jaxload.DatasetSource("out/aloha", weight=3, episodes=range(40)),
-        jaxload.DatasetSource("out/pusht", key_map={"observation.image": "observation.images.top"}),
+        jaxload.DatasetSource("out/pusht", cameras={"observation.images.top": "observation.image"},
+                              image_transforms=[jaxload.transforms.Resize((224, 224))]),
     ]
     loader = jaxload.make_loader(sources, global_batch_size=64,
-                                 delta_timestamps={"action": [k / 50 for k in range(16)]})
+                                 delta_frames={"action": range(16)})
 
 Bare paths (and datasets opened with `jaxload.open`) are sources with no options. The
-make_loader arguments `episodes`, `delta_timestamps`, `weights` and `key_maps` stay as
-shorthands: one value shared by every dataset, or (`delta_timestamps`, `weights`,
-`key_maps`, and `episodes` as a list with one selection per dataset) one per dataset.
+make_loader arguments `episodes`, `delta_timestamps`, `delta_frames`, `weights` and
+`key_maps` stay as shorthands: one value shared by every dataset, or (`delta_timestamps`,
+`delta_frames`, `weights`, `key_maps`, and `episodes` as a list with one selection per
+dataset) one per dataset. Windows are resolved at each dataset's fps by
+`jaxload.pipeline.source_windows`.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from jaxload.errors import WindowError
-from jaxload.storage.urls import warn_if_unused
+from jaxload.pipeline.source_windows import resolve_windows
+from jaxload.storage.urls import redact, warn_if_unused
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,10 +37,27 @@ class DatasetSource:
             `jaxload.open` (then its own episodes and windows apply).
         weight: sampling weight in a mixture (default: its number of valid anchors).
         episodes: episode indices to serve (default: all).
-        delta_timestamps: LeRobot-style windows for this dataset (keys it has).
+        delta_timestamps: LeRobot-style windows for this dataset (keys it has), in seconds
+            (multiples of its 1/fps).
         key_map: renames this dataset's keys in the batch (`{key}_is_pad` follows).
         storage_options: fsspec options (endpoint, credentials) when `path` is a URL
-            (s3://, gs://, hf://, https://).
+            (s3://, gs://, hf://, https://); never in the repr (they hold credentials).
+        delta_frames: windows in frames at this dataset's own fps, `{"action": range(16)}`
+            (beside `delta_timestamps`, for other keys).
+        cameras: the batch's camera keys and this dataset's camera behind each,
+            `{"observation.images.primary": "observation.images.top"}` (None: the dataset
+            has no such camera; its rows are zeros with `{key}_is_pad` True). The dataset's
+            cameras not named are left out of the batch and not decoded. Applied before
+            `key_map`.
+        image_transforms: steps (or a `jaxload.ImageTransforms`) for this dataset's
+            cameras, run in the readers before cameras of several datasets share a batch
+            key, e.g. `[jaxload.transforms.Resize((224, 224))]`; `keys` name this dataset's
+            own cameras. The loader's `image_transforms` run after them.
+
+    Example::
+
+        jaxload.DatasetSource("out/droid", weight=2.0, delta_frames={"action": range(16)},
+                              cameras={"observation.images.primary": "observation.images.exterior_1"})
     """
 
     path: Any
@@ -45,14 +65,21 @@ class DatasetSource:
     episodes: Iterable[int] | None = None
     delta_timestamps: Mapping[str, Sequence[float]] | None = None
     key_map: Mapping[str, str] | None = None
-    storage_options: Mapping[str, Any] | None = None
+    storage_options: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
+    delta_frames: Mapping[str, Sequence[int]] | None = None
+    cameras: Mapping[str, str | None] | None = None
+    image_transforms: Any = None
 
     def __post_init__(self) -> None:
-        if is_dataset(self.path) and (self.episodes is not None or self.delta_timestamps):
+        if is_dataset(self.path) and (
+            self.episodes is not None or self.delta_timestamps or self.delta_frames
+        ):
             raise ValueError(
-                "episodes/delta_timestamps apply when jaxload opens a path; pass them to "
-                "jaxload.open for datasets you open yourself"
+                "episodes/delta_timestamps/delta_frames apply when jaxload opens a path; pass "
+                "them to jaxload.open for datasets you open yourself"
             )
+        if self.cameras is not None:
+            _check_cameras(self.cameras, self.name)
         if self.episodes is not None:
             object.__setattr__(self, "episodes", _episode_list(self.episodes, "episodes"))
             if not self.episodes:
@@ -61,12 +88,19 @@ class DatasetSource:
                     "for every episode"
                 )
 
+    def __repr__(self) -> str:
+        # The path without a URL's credentials; storage_options never (they hold them).
+        fields = [f.name for f in dataclasses.fields(self) if f.repr and f.name != "path"]
+        shown = ", ".join(f"{f}={getattr(self, f)!r}" for f in fields)
+        path = self.path if is_dataset(self.path) else redact(self.path)
+        return f"DatasetSource(path={path!r}, {shown})"
+
     @property
     def name(self) -> str:
         """The path, or an opened dataset's path (its type name when it has none)."""
         if is_dataset(self.path):
             return str(getattr(self.path, "path", type(self.path).__name__))
-        return str(self.path)
+        return redact(self.path)  # a URL's credentials never in a message
 
 
 def is_dataset(obj: Any) -> bool:
@@ -82,8 +116,11 @@ def as_sources(
     weights: Sequence[float] | None = None,
     key_maps: Sequence[Mapping[str, str]] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    delta_frames: Any = None,
+    snap_windows: bool = False,
 ) -> list[DatasetSource]:
-    """make_loader's first argument and shorthands as one DatasetSource per dataset."""
+    """make_loader's first argument and shorthands as one DatasetSource per dataset, with
+    windows resolved at each dataset's fps (jaxload.pipeline.source_windows)."""
     items = (
         [paths_or_datasets]
         if isinstance(paths_or_datasets, str | os.PathLike | DatasetSource)
@@ -102,11 +139,9 @@ def as_sources(
             None if storage_options is None or is_dataset(s.path) else storage_options
             for s in sources
         ],
-        "delta_timestamps": (
-            [delta_timestamps] * n
-            if delta_timestamps is None or isinstance(delta_timestamps, Mapping)
-            else _one_each(delta_timestamps, n, "delta_timestamps")
-        ),
+        # One dict for a mixture is shared (each dataset takes its keys; source_windows).
+        "delta_timestamps": _windows_each(delta_timestamps, n, "delta_timestamps"),
+        "delta_frames": _windows_each(delta_frames, n, "delta_frames"),
     }
     out = []
     for i, source in enumerate(sources):
@@ -120,17 +155,15 @@ def as_sources(
                     "as a make_loader argument"
                 )
             changes[field] = values[i]
-        if (
-            n > 1
-            and isinstance(delta_timestamps, Mapping)
-            and not is_dataset(source.path)
-            and "delta_timestamps" in changes
-        ):
-            changes["delta_timestamps"] = None  # filtered to the keys it has, below
         out.append(dataclasses.replace(source, **changes))
-    if n > 1 and isinstance(delta_timestamps, Mapping) and delta_timestamps:
-        out = _share_windows(out, delta_timestamps)
-    return out
+    shared = n > 1
+    return resolve_windows(
+        out,
+        delta_timestamps if shared and isinstance(delta_timestamps, Mapping) else None,
+        delta_frames if shared and isinstance(delta_frames, Mapping) else None,
+        snap=bool(snap_windows),
+        read_info=lambda s: read_info_at(s.path, s.storage_options),
+    )
 
 
 def open_sources(sources: Sequence[DatasetSource], remote: Any = None) -> list[Any]:
@@ -156,31 +189,34 @@ def open_sources(sources: Sequence[DatasetSource], remote: Any = None) -> list[A
     ]
 
 
-def _share_windows(
-    sources: list[DatasetSource], delta_timestamps: Mapping[str, Sequence[float]]
-) -> list[DatasetSource]:
-    """One delta_timestamps dict for a mixture: each dataset gets the keys it has."""
-    keys = []
-    for s in sources:
-        if is_dataset(s.path):
-            raise ValueError(
-                "delta_timestamps apply when jaxload opens a path; pass them to jaxload.open "
-                "for datasets you open yourself"
-            )
-        info = read_info_at(s.path, s.storage_options)
-        keys.append({*info.features, *info.cameras})
-    unknown = [k for k in delta_timestamps if not any(k in ks for ks in keys)]
+def source_key_map(source: DatasetSource, dataset: Any) -> dict[str, str | None]:
+    """The batch name of each of the dataset's keys that is not its own (None: left out):
+    its `cameras` (named cameras under their batch keys, the others left out), then its
+    `key_map`.
+
+    Example (a dataset with cameras "image" and "wrist_image")::
+
+        source_key_map(DatasetSource(path, cameras={"observation.images.primary": "image"}), ds)
+        # {"image": "observation.images.primary", "wrist_image": None}
+    """
+    key_map: dict[str, str | None] = dict(source.key_map or {})
+    if source.cameras is None:
+        return key_map
+    own = list(getattr(dataset, "camera_keys", ()))
+    named = {c: k for k, c in source.cameras.items() if c is not None}
+    unknown = sorted(c for c in named if c not in own)
     if unknown:
-        names = [s.name for s in sources]
-        raise WindowError(f"delta_timestamps keys {unknown} are in none of the datasets {names}")
-    return [
-        dataclasses.replace(
-            s,
-            delta_timestamps=s.delta_timestamps
-            or ({k: v for k, v in delta_timestamps.items() if k in ks} or None),
+        raise ValueError(
+            f"{source.name}: cameras names {unknown}, which this dataset does not have (its "
+            f"cameras: {own})"
         )
-        for s, ks in zip(sources, keys, strict=True)
-    ]
+    twice = sorted(c for c in own if c in key_map)
+    if twice:
+        raise ValueError(
+            f"{source.name}: cameras {twice} renamed both by `cameras` and by `key_map`; name "
+            "each camera once"
+        )
+    return {**{c: named.get(c) for c in own}, **key_map}
 
 
 def read_info_at(path: Any, storage_options: Mapping[str, Any] | None = None) -> Any:
@@ -189,6 +225,39 @@ def read_info_at(path: Any, storage_options: Mapping[str, Any] | None = None) ->
     from jaxload.storage.object_store import open_storage
 
     return read_info(open_storage(path, storage_options=storage_options))
+
+
+def _windows_each(value: Any, n: int, name: str) -> list:
+    """Per-dataset windows from a make_loader shorthand: a list with one dict per dataset
+    sets them; one dict for a mixture is shared (resolved in source_windows, so None here)."""
+    if value is None or (isinstance(value, Mapping) and n > 1):
+        return [None] * n
+    if isinstance(value, Mapping):
+        return [value]
+    return _one_each(value, n, name)
+
+
+def _check_cameras(cameras: Mapping[str, str | None], where: str) -> None:
+    """`cameras`: batch camera key -> this dataset's camera key (or None)."""
+    if not isinstance(cameras, Mapping):
+        raise ValueError(
+            f"{where}: cameras must be a dict {{batch camera key: this dataset's camera key}}, "
+            f"got {type(cameras).__name__}"
+        )
+    seen: dict[str, str] = {}
+    for target, own in cameras.items():
+        if not isinstance(target, str) or not (own is None or isinstance(own, str)):
+            raise ValueError(
+                f"{where}: cameras maps batch keys (str) to this dataset's camera keys (str or "
+                f"None), got {target!r}: {own!r}"
+            )
+        if own is not None and own in seen:
+            raise ValueError(
+                f"{where}: cameras names {own!r} for both {seen[own]!r} and {target!r}; a "
+                "camera fills one batch key"
+            )
+        if own is not None:
+            seen[own] = target
 
 
 def _one_each(value: Any, n: int, name: str) -> list:
@@ -213,8 +282,19 @@ def _episodes_per_dataset(episodes: Any, n: int) -> list:
     """
     if episodes is None:
         return [None] * n
+    if isinstance(episodes, str | bytes) or not isinstance(episodes, Iterable):
+        raise ValueError(
+            f"episodes: a list of episode indices (or one list per dataset), not {episodes!r}; "
+            "one episode is episodes=[5]"
+        )
     entries = list(episodes)
     integral = [isinstance(e, numbers.Integral) for e in entries]
+    fraction = next(
+        (e for e in entries if isinstance(e, numbers.Real) and not isinstance(e, numbers.Integral)),
+        None,
+    )
+    if fraction is not None:
+        raise ValueError(f"episodes: episode indices must be integers, got {fraction!r}")
     if all(integral):
         return [entries] * n
     if any(integral):

@@ -29,7 +29,7 @@ from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.image_transforms import transformed_spec
 from jaxload.pipeline.options import PipelineOptions
 from jaxload.sampling.stream import SampleStream
-from jaxload.state import LoaderState, stream_fingerprint
+from jaxload.state import LoaderState, dataset_view, stream_fingerprint
 from jaxload.transforms.compose import ImageTransforms
 
 
@@ -39,9 +39,13 @@ class Placement:
 
     Attributes:
         decode_device: "cpu" (in the readers), "cuda" or "device" (in the training
-            process, each device decoding the rows it holds); "auto" is resolved already.
+            process, each device decoding the rows it holds), or "hybrid" (the readers
+            decode a share of each device's rows, measured as it runs:
+            `jaxload.pipeline.decode_split`); "auto" is resolved already.
         encoded: batch keys of the cameras that travel compressed from the readers and are
             decoded in the training process; () when the readers decode everything.
+        streams: (codec, height, width) of the encoded cameras' video streams (sizes the
+            NVDEC decoder cache, `jaxload.decode.nvdec`).
         image_transforms: the image transforms bound to the batch's cameras, or None.
         image_transforms_on: "cpu" (in the readers) or "device" (jitted over the global
             batch after decode).
@@ -51,6 +55,7 @@ class Placement:
     encoded: tuple[str, ...] = ()
     image_transforms: ImageTransforms | None = None
     image_transforms_on: str = "cpu"
+    streams: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def transforms_in_readers(self) -> ImageTransforms | None:
@@ -87,6 +92,9 @@ class LoaderSpec:
         options: the resolved pipeline options (every knob set).
         remote_stores: dataset number -> its `jaxload.storage.remote.RemoteStore`, for the
             datasets read from object storage.
+        source_transforms: per dataset, its own image transforms (`DatasetSource`'s, bound
+            to its cameras' batch keys), run in the readers before the loader's; () or None
+            entries where there are none (jaxload.pipeline.image_transforms).
     """
 
     names: tuple[str, ...]
@@ -107,6 +115,10 @@ class LoaderSpec:
     batch_transforms: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...]
     options: PipelineOptions
     remote_stores: Mapping[int, Any] = dataclasses.field(default_factory=dict)
+    source_transforms: tuple[ImageTransforms | None, ...] = ()
+    # decode_device="auto" where the devices can decode: what was measured and chosen
+    # (jaxload.pipeline.decode_choice.DecodeChoice); None otherwise.
+    decode_choice: Any = None
 
     # -- derived ----------------------------------------------------------------------------
 
@@ -134,8 +146,9 @@ class LoaderSpec:
     def element_spec(self) -> dict[str, Any]:
         """A `jax.ShapeDtypeStruct` per array key of a batch: the global shape with
         `sharding` (dtypes as the jax.Arrays have them: int64 is int32 unless
-        `jax_enable_x64`), this host's numpy rows without; after the image transforms,
-        before any `batch_transform`; only the keys a batch holds."""
+        `jax_enable_x64`), this host's numpy rows without; after the image transforms (the
+        readers' are in the schema already), before any `batch_transform`; only the keys a
+        batch holds."""
         rows = self.global_batch_size if self.sharding is not None else len(self.rows)
         fields = self.schema.element_spec
         if self.keys.keys is None:
@@ -143,7 +156,7 @@ class LoaderSpec:
         else:
             names = [k for k in self.keys.keys if k in fields]
         spec = {k: ((rows, *fields[k][0]), fields[k][1]) for k in names}
-        spec = transformed_spec(spec, self.placement.image_transforms)
+        spec = transformed_spec(spec, self.placement.transforms_on_devices)
         if self.sharding is not None:
             spec = {k: (shape, _as_jax_dtype(dtype)) for k, (shape, dtype) in spec.items()}
         return shape_dtype_structs(spec)
@@ -165,6 +178,7 @@ class LoaderSpec:
             mixture_quota=tuple(int(q) for q in mixture.quota) if mixture is not None else (),
             epoch_size=self.stream.epoch_size,
             sources=self.names,
+            views=tuple(dataset_view(d) for d in self.datasets),
         )
 
     def for_readers(self) -> LoaderSpec:

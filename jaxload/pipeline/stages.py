@@ -27,12 +27,14 @@ from typing import Any
 import grain
 import numpy as np
 
+from jaxload.decode import nvdec
 from jaxload.decode.frames import EncodedFrames
-from jaxload.decode.on_device import decode_to_global
+from jaxload.decode.on_device import CameraRows, DeviceDecoder
 from jaxload.errors import WorkerTimeoutError
 from jaxload.pipeline import hosts, shared_batch
 from jaxload.pipeline.batch_keys import is_host_only
-from jaxload.pipeline.read_batch import Batch, ReadBatch
+from jaxload.pipeline.decode_split import DecodeSplit, SplitBalance
+from jaxload.pipeline.read_batch import DEVICE_SHARE_KEY, Batch, ReadBatch, unpacked_gops
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.workers import WorkerRegistry
 from jaxload.transforms.on_device import POSITIONS_KEY, TransformOnDevices
@@ -82,6 +84,8 @@ class OpenSlots(grain.transforms.Map):
                 value = self.opener.open(value)
             elif isinstance(value, np.ndarray):
                 value = value.view(np.ndarray)
+            else:  # compressed frames for the devices: GOPs in a slot
+                value = unpacked_gops(value, self.opener)
             out[key] = value
         return out
 
@@ -89,16 +93,26 @@ class OpenSlots(grain.transforms.Map):
 class ToGlobalArrays(grain.transforms.Map):
     """Host-local batch -> global jax.Arrays over the spec's sharding (strings stay numpy).
 
-    Cameras left encoded by the readers (decode_device="cuda") are decoded here, each
-    device decoding the rows it holds (this host's global rows: `spec.rows`). Image
-    transforms placed on the devices run here, after decode (jaxload.transforms.on_device).
+    Cameras the readers left compressed (decode_device "cuda" or "device": every row;
+    "hybrid": the devices' share of the rows, `DeviceShare`) are decoded here, each device
+    decoding the rows it holds, several decodes in flight per device
+    (`jaxload.decode.on_device.DeviceDecoder`). With a hybrid `split`, the time each batch
+    took to decode here and the prefetch thread's wait for the readers move the split
+    (`jaxload.pipeline.decode_split.SplitBalance`). Image transforms placed on the devices
+    run here, after decode (jaxload.transforms.on_device).
     """
 
-    def __init__(self, spec: LoaderSpec):
+    def __init__(self, spec: LoaderSpec, split: DecodeSplit | None = None):
         self.sharding, self.global_batch_size = spec.sharding, spec.global_batch_size
         self.rows = spec.rows
         self.sample_shapes = {k: spec.schema.fields[k].shape for k in spec.placement.encoded}
         self._by_rank: dict[int, Any] = {}
+        self.decoder = None
+        if spec.placement.encoded:
+            self.decoder = DeviceDecoder(spec.options.decode_threads, spec.options.worker_timeout_s)
+            if spec.placement.streams and _on_gpus(spec.sharding):
+                nvdec.configure_cache(spec.options.decode_threads, spec.placement.streams)
+        self.balance = SplitBalance(split) if split is not None else None
         self.on_devices = None
         on_devices = spec.placement.transforms_on_devices
         if on_devices is not None:
@@ -121,18 +135,26 @@ class ToGlobalArrays(grain.transforms.Map):
         )
 
     def map(self, batch: Batch) -> Batch:
-
         batch = dict(batch)
         positions = batch.pop(POSITIONS_KEY, None)
-        encoded = {k: v for k, v in batch.items() if isinstance(v, EncodedFrames)}
+        share = batch.pop(DEVICE_SHARE_KEY, None)
+        n = len(self.rows)
+        cameras = {
+            k: CameraRows(v, np.arange(n)) for k, v in batch.items() if isinstance(v, EncodedFrames)
+        }
+        if share is not None and len(share.rows):  # hybrid, some rows for the devices
+            cameras |= {k: CameraRows(v, share.rows, batch[k]) for k, v in share.encoded.items()}
         out = {}
-        if encoded:
-            shapes = {k: self.sample_shapes[k] for k in encoded}
-            out = decode_to_global(
-                encoded, shapes, self._sharding, self.rows, self.global_batch_size
+        began = time.monotonic()
+        if cameras:
+            shapes = {k: self.sample_shapes[k] for k in cameras}
+            out = self.decoder.decode_to_global(
+                cameras, shapes, self._sharding, self.rows, self.global_batch_size
             )
+        if self.balance is not None and share is not None:
+            self.balance.devices_decoded(time.monotonic() - began, share.share)
         for key, value in batch.items():
-            if key in encoded:
+            if key in cameras:
                 continue
             if is_host_only(value):  # strings a caller asked for with `keys`
                 out[key] = value
@@ -141,6 +163,14 @@ class ToGlobalArrays(grain.transforms.Map):
         if self.on_devices is not None:
             out = self.on_devices(out, positions)
         return {k: out[k] for k in batch}
+
+    def close(self) -> None:
+        if self.decoder is not None:
+            self.decoder.close()
+
+
+def _on_gpus(sharding: Any) -> bool:
+    return all(d.platform == "gpu" for d in sharding.addressable_devices)
 
 
 class WatchReaders(grain.IterDataset):
@@ -163,11 +193,13 @@ class WatchReaders(grain.IterDataset):
         describe: Callable[[int], str],
         workers: WorkerRegistry | None,
         num_workers: int,
+        balance: SplitBalance | None = None,
     ):
         super().__init__(parent)
         self.upstream = parent
         self.timeout_s, self.describe = timeout_s, describe
         self.workers, self.num_workers = workers, num_workers
+        self.balance = balance  # hybrid decoding: told how long each batch was waited for
 
     def __iter__(self) -> grain.DatasetIterator:
         return _WatchedIterator(self.upstream.__iter__(), self)
@@ -207,6 +239,8 @@ class _WatchedIterator(grain.DatasetIterator):
             raise self._stuck from None
         if error is not None:
             raise error
+        if self._watch.balance is not None:
+            self._watch.balance.readers_waited(time.monotonic() - started)
         if not self._starting:
             self._slowest = max(self._slowest, time.monotonic() - started)
         if self._count is not None:
@@ -287,8 +321,9 @@ def build_pipeline(
             ),
             worker_init_fn=workers.hooks(),
         )
+    balance = to_global.balance if to_global is not None else None
     it = WatchReaders(
-        it, options.worker_timeout_s, read_batch.describe, workers, options.num_workers
+        it, options.worker_timeout_s, read_batch.describe, workers, options.num_workers, balance
     )
     if options.num_workers > 0:
         it = it.map(OpenSlots())

@@ -23,8 +23,8 @@ from jaxload.storage.scratch import owned_directory, process_alive, remove_owned
 
 log = logging.getLogger(__name__)
 
-# How often a worker checks that the training process is still alive.
-PARENT_POLL_S = 0.5
+# How often a worker checks that the training process is still alive and still wants it.
+PARENT_POLL_S = 0.2
 # How often the training process looks for workers that ended (well within the second
 # after which Grain collects a dead worker's exit status: the signal is read before).
 WATCH_INTERVAL_S = 0.05
@@ -38,13 +38,31 @@ _SEMAPHORE_MIN_AGE_S = 2.0
 _HOST_PID_NS, _HOST_IPC_NS = 0xEFFFFFFC, 0xEFFFFFFF
 
 
+# Set in a worker process once the training process closed its pipeline: the batches its
+# read threads still have queued are not wanted, and each would otherwise be read and
+# decoded before the worker can exit (Grain stops workers one after another, each after
+# its queued work: minutes for a loader with 14 workers on a GPU host).
+_pipeline_closed = threading.Event()
+
+
+class PipelineClosed(Exception):
+    """Raised by a worker's reads once its pipeline was closed (nobody receives it)."""
+
+
+def raise_if_pipeline_closed() -> None:
+    """In a worker process: raises PipelineClosed once the training process closed the
+    pipeline (ReadBatch calls it before each batch)."""
+    if _pipeline_closed.is_set():
+        raise PipelineClosed("the loader was closed")
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerExit:
     """How a worker process ended: `signal` (SIGKILL: the OOM killer's) or exit `status`;
     both None when its status was collected elsewhere first."""
 
-    index: int
-    pid: int
+    index: int | None  # None: a worker that died before it said who it is
+    pid: int | None
     signal: int | None = None
     status: int | None = None
 
@@ -61,7 +79,8 @@ class WorkerExit:
 class WorkerHooks:
     """Grain's `worker_init_fn` (its public hook, run first in each worker process): the
     worker records its pid under `directory` as `<index>` and exits when the training
-    process dies (`exit_with_parent`). Picklable: Grain sends it to each worker."""
+    process dies or closes the pipeline (`exit_with_parent`). Picklable: Grain sends it to
+    each worker."""
 
     def __init__(self, directory: str):
         self.directory = directory
@@ -72,7 +91,7 @@ class WorkerHooks:
             with open(path + ".new", "w") as f:
                 f.write(str(os.getpid()))
             os.replace(path + ".new", path)
-        exit_with_parent(worker_index, worker_count)
+        exit_with_parent(worker_index, worker_count, self.directory)
 
 
 class WorkerRegistry:
@@ -115,6 +134,8 @@ class WorkerRegistry:
             return [self._ended[i] for i in sorted(self._ended)]
 
     def close(self) -> None:
+        """Stops watching; the workers exit within PARENT_POLL_S, all at once (close this
+        before Grain's iterator, which joins its workers one after another)."""
         self._stop.set()
         remove_owned(self.directory)
 
@@ -135,6 +156,36 @@ class WorkerRegistry:
                     end = _ended(index, pid)
                     if end is not None:
                         self._ended[index] = end
+
+
+# Grain's error for a worker that ended under it (grain==0.2.18,
+# process_prefetch.ProcessPrefetchDatasetIterator): the exit code as multiprocessing gives
+# it, minus the signal number for a signal.
+_GRAIN_DEATH = re.compile(r"Worker process was terminated unexpectedly with exit code (-?\d+)")
+
+
+def death(registry: WorkerRegistry, error: BaseException) -> WorkerExit | None:
+    """The worker whose death failed the pipeline with `error`, or None when none died.
+
+    A worker that ended by a signal or with a status other than 0 died. One that ended
+    otherwise either forwarded an error of its own first (and is not a death: that error is
+    the cause) or was collected by someone else before the registry saw how it ended
+    (`multiprocessing.active_children()`, `Process.exitcode`, Grain itself): then Grain's
+    own error for it says the exit code. A worker killed while it started, before its
+    `worker_init_fn` ran, is not known by index or pid at all: Grain's error says it died."""
+    ended = registry.ended()
+    dead = [w for w in ended if w.signal is not None or w.status]
+    if dead:
+        return dead[0]
+    unknown = [w for w in ended if w.signal is None and w.status is None]
+    match = _GRAIN_DEATH.search(str(error)) if type(error) is RuntimeError else None
+    if match is None:
+        return None
+    code = int(match.group(1))
+    end = unknown[0] if unknown else WorkerExit(None, None)
+    if code < 0:
+        return dataclasses.replace(end, signal=-code)
+    return dataclasses.replace(end, status=code)
 
 
 def _ended(index: int, pid: int) -> WorkerExit | None:
@@ -168,28 +219,54 @@ def ensure_absl_flags_parsed() -> None:
 # -- workers die with the training process ---------------------------------------------------
 
 
-def exit_with_parent(worker_index: int, worker_count: int) -> None:
-    """Grain's worker_init_fn: this worker exits when the training process dies.
+def exit_with_parent(worker_index: int, worker_count: int, directory: str | None = None) -> None:
+    """Grain's worker_init_fn: this worker exits when the training process dies, or when
+    the pipeline's `directory` (its WorkerRegistry's) is gone: the pipeline was closed.
 
     Otherwise a SIGKILLed trainer leaves its workers (and through them the resource tracker,
     with every segment and semaphore it would clean up) alive for good. A thread watches the
     parent pid rather than PR_SET_PDEATHSIG: that signal fires when the *thread* that
     started the worker exits, and Grain starts workers from pool threads.
+
+    When the pipeline is closed the worker stops reading (`raise_if_pipeline_closed`), so
+    that Grain, which stops workers one after another, finds each one idle. (It is not
+    killed: a worker that dies while its queue's feeder thread writes leaves a partial
+    message that blocks Grain's close for good.)
     """
     parent = multiprocessing.parent_process()
     parent_pid = parent.pid if parent is not None else os.getppid()
     watch = threading.Thread(
-        target=_exit_when_orphaned, args=(parent_pid,), daemon=True, name="jaxload-parent"
+        target=_exit_when_orphaned,
+        args=(parent_pid, directory),
+        daemon=True,
+        name="jaxload-parent",
     )
     watch.start()
 
 
-def _exit_when_orphaned(parent_pid: int) -> None:
-    while os.getppid() == parent_pid:
+def _orphaned(parent_pid: int, directory: str | None) -> bool:
+    """One look of a worker's watch: marks the pipeline closed once its `directory` is gone
+    (reads stop; the watch goes on: a dead trainer's directory may be swept too, and its
+    slots must still be unlinked), and says whether the training process died."""
+    if directory is not None and not _pipeline_closed.is_set() and not os.path.isdir(directory):
+        _pipeline_closed.set()
+    return os.getppid() != parent_pid
+
+
+def _exit_when_orphaned(parent_pid: int, directory: str | None = None) -> None:
+    while not _orphaned(parent_pid, directory):
         time.sleep(PARENT_POLL_S)
-    # Nobody can open the slots now; the resource tracker may be dead too.
+    # Nobody can open the slots now; the resource tracker may be dead too. What the dead
+    # trainer itself made under its name (its metadata columns, jaxload.format.columns) goes
+    # too: it can no longer unlink them.
+    with contextlib.suppress(OSError):
+        prefix = shared_batch.segment_prefix(parent_pid)
+        for name in os.listdir(shared_batch.SHM_DIR):
+            if name.startswith(prefix):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(shared_batch.SHM_DIR, name))
     with contextlib.suppress(Exception):
-        shared_batch.worker_pool().unlink_all()
+        shared_batch.worker_pool().exit_process(1)
     os._exit(1)
 
 

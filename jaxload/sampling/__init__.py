@@ -1,2 +1,3 @@
 """Sample order: keyed permutations of an epoch's anchors (`permutation`), the weighted
-schedule of a mixture (`mixture`), and the global sample stream both make (`stream`)."""
+schedule of a mixture (`mixture`) and its weights from the datasets' sizes (`weights`),
+and the global sample stream both make (`stream`)."""

@@ -35,14 +35,22 @@ MAX_BLOCK_SIZE = 100_000
 _MIXTURE_STREAM = -1
 
 
+def normalized(weights: Sequence[float]) -> np.ndarray:
+    """Non-negative weights (some positive) scaled to sum to 1, also where their sum
+    overflows float64: [1e308, 1e308] is 1:1 (dividing by the sum made every weight 0)."""
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.max()
+    return w / w.sum()
+
+
 def quotas(weights: Sequence[float], block_size: int) -> np.ndarray:
     """Integer slots per dataset summing to block_size, by the largest-remainder method."""
     w = np.asarray(weights, dtype=np.float64)
-    if w.ndim != 1 or w.size == 0 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+    if w.ndim != 1 or w.size == 0 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.max() <= 0:
         raise ValueError(
             f"weights must be non-negative finite numbers with a positive sum, got {weights}"
         )
-    ideal = w / w.sum() * block_size
+    ideal = normalized(w) * block_size
     q = np.floor(ideal).astype(np.int64)
     # Ties go to the lower dataset index (stable sort), so quotas are deterministic.
     order = np.argsort(-(ideal - q), kind="stable")
@@ -64,7 +72,7 @@ def choose_block_size(weights: Sequence[float], tolerance: float = SHARE_TOLERAN
     """
     w = np.asarray(weights, dtype=np.float64)
     quotas(w, MAX_BLOCK_SIZE)  # validates the weights
-    w = w / w.sum()
+    w = normalized(w)
     for block in range(1, MAX_BLOCK_SIZE + 1):
         ideal = w * block
         q = np.floor(ideal)
@@ -99,6 +107,7 @@ class MixtureSchedule:
             raise ValueError(f"mixture block size must be >= 1, got {block_size}")
         self.block_size, self.seed, self.shuffle = int(block_size), int(seed), bool(shuffle)
         self.quota = quotas(weights, self.block_size)
+        self.weights = normalized(weights)  # as given, normalized (the quotas round them)
         self.cum_quota = np.concatenate([[0], np.cumsum(self.quota)]).astype(np.int64)
         self._perm = KeyedPermutation(self.block_size)
         self._key = stream_key(self.seed, _MIXTURE_STREAM)

@@ -20,7 +20,7 @@ from jaxload.format.storage import DatasetStorage, LocalDirectory
 from jaxload.storage.options import RemoteOptions
 from jaxload.storage.remote import ReadContext, RemoteStore
 from jaxload.storage.retry import MISSING, RemoteError, call_with_retries, no_such_bucket
-from jaxload.storage.urls import filesystem, is_url, join
+from jaxload.storage.urls import filesystem, is_url, join, redact
 
 # The largest metadata object read: a store that serves more (a damaged upload, or one
 # that is not a dataset's) is refused before it fills memory.
@@ -38,7 +38,8 @@ class ObjectStore:
         storage_options: Mapping[str, Any] | None = None,
         remote: RemoteOptions | Mapping[str, Any] | None = None,
     ):
-        self.url = self.name = str(url).rstrip("/")
+        self.address = str(url).rstrip("/")  # requests go there; messages name `url`
+        self.url = self.name = redact(self.address)
         self.storage_options = dict(storage_options or {})
         self.remote = RemoteOptions.of(remote)
         self._fs: Any = None
@@ -51,7 +52,7 @@ class ObjectStore:
 
     def read(self, relative: str) -> bytes | None:
         if self._fs is None:
-            self._fs = filesystem(self.url, self.storage_options)
+            self._fs = filesystem(self.address, self.storage_options)
         fs, root = self._fs
         try:
             data = call_with_retries(
@@ -79,7 +80,7 @@ class ObjectStore:
         self, info: DatasetInfo, describe: Callable[[int, int], str] | None
     ) -> RemoteRecords:
         return RemoteRecords(
-            RemoteStore(self.url, info, self.remote, self.storage_options, describe)
+            RemoteStore(self.address, info, self.remote, self.storage_options, describe)
         )
 
     def __repr__(self) -> str:

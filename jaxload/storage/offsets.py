@@ -43,7 +43,7 @@ class OffsetIndex:
     def check_version(self) -> None:
         """DatasetChangedError when info.json at the URL is no longer the opened dataset."""
         raw = json.loads(self.transport.get(layout.INFO_PATH))
-        now = str(raw.get("fingerprint"))
+        now = str(raw.get("fingerprint") if isinstance(raw, dict) else raw)
         if now != self.info.fingerprint:
             url = self.transport.url
             raise DatasetChangedError(

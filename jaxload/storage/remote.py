@@ -39,7 +39,7 @@ from jaxload.storage.retry import RemoteError, past_the_end
 from jaxload.storage.stats_board import StatsBoard, combine, progress_line
 from jaxload.storage.sweep import SweepSchedule
 from jaxload.storage.transport import Transport
-from jaxload.storage.urls import join
+from jaxload.storage.urls import join, redact
 
 log = logging.getLogger("jaxload.storage")
 
@@ -79,7 +79,8 @@ class RemoteStore:
                 f"which reading from object storage needs (format {layout.OFFSETS_VERSION}); "
                 "reconvert it with this jaxload, or read a local copy"
             )
-        self.url, self.info, self.describe = url, info, describe
+        self.address = url  # where it is; messages, stats and logs name `url` (no credentials)
+        self.url, self.info, self.describe = redact(url), info, describe
         self.options = RemoteOptions.of(options)
         if self.options.cache_dir is not None:
             DiskPayloads.check(self.options.cache_dir)
@@ -88,7 +89,7 @@ class RemoteStore:
         self._setup()
 
     def _setup(self) -> None:
-        self.transport = Transport(self.url, self.options, self.storage_options)
+        self.transport = Transport(self.address, self.options, self.storage_options)
         self.offsets = OffsetIndex(self.transport, self.info)
         self.cache = RecordCache(self.options.cache_bytes, self.options.cache_dir)
         self.schedule = SweepSchedule(self.url, self.options.lookahead)
@@ -101,7 +102,7 @@ class RemoteStore:
         self._logged = time.monotonic()
 
     def __getstate__(self) -> dict[str, Any]:
-        keep = ("url", "info", "describe", "options", "storage_options", "board")
+        keep = ("address", "url", "info", "describe", "options", "storage_options", "board")
         return {k: self.__dict__[k] for k in keep}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -335,7 +336,7 @@ class RemoteStore:
     def _verify(self, shard: int, record: int, chunk: memoryview, begin: int) -> bytes:
         try:
             stored = chunks.decode_chunk(chunk, begin)
-            payload = layout.unseal_record(stored, self.info.record_seed, shard, record)
+            payload = layout.unseal_record(stored, self.info.records_key, shard, record)
         except CorruptRecordError:
             payload = None
         if payload is None:

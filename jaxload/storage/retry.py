@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from jaxload.errors import RemoteError  # defined there; imported from here too
+from jaxload.storage.urls import redact
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -145,7 +146,7 @@ def call_with_retries(
     after the last attempt for a transient one. With `fail_fast_unreachable`, also at once
     (kind OFFLINE or UNREACHABLE) when no connection could be opened at all.
     """
-    started = time.monotonic()
+    started, what = time.monotonic(), redact(what)
     for attempt in range(policy.attempts):
         try:
             return fn()
@@ -155,7 +156,8 @@ def call_with_retries(
                 raise RemoteError(f"{what}: {describe(error)}", reach) from error
             kind = classify(error)
             if kind != TRANSIENT:
-                raise RemoteError(_final_message(what, kind, error, missing), kind) from error
+                message = redact(_final_message(what, kind, error, missing))
+                raise RemoteError(message, kind) from error
             if attempt + 1 == policy.attempts:
                 waited = time.monotonic() - started
                 raise RemoteError(
@@ -224,12 +226,13 @@ def reachability(error: BaseException) -> str | None:
 
 
 def describe(error: BaseException) -> str:
-    """A one-line account of an error: its type and message, and the root cause's."""
+    """A one-line account of an error: its type and message, and the root cause's (URL
+    credentials left out)."""
     root = list(_chain(error))[-1]
     text = f"{type(error).__name__}: {_first_line(error)}"
     if root is not error and _first_line(root) != _first_line(error):  # say a thing once
         text += f"; caused by {type(root).__name__}: {_first_line(root)}"
-    return text
+    return redact(text)
 
 
 def _final_message(what: str, kind: str, error: BaseException, missing: str | None) -> str:

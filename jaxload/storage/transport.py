@@ -19,7 +19,7 @@ from jaxload.errors import DatasetError
 from jaxload.storage.options import RemoteOptions
 from jaxload.storage.ranges import open_ranges
 from jaxload.storage.retry import RetryCounter, call_with_retries
-from jaxload.storage.urls import filesystem, join
+from jaxload.storage.urls import filesystem, join, redact
 
 log = logging.getLogger("jaxload.storage")
 
@@ -32,7 +32,8 @@ class Transport:
     Picklable: a worker process opens its own connections and starts counting afresh."""
 
     def __init__(self, url: str, options: RemoteOptions, storage_options: Mapping[str, Any]):
-        self.url, self.options, self.storage_options = url, options, dict(storage_options)
+        self.address = url  # what requests go to; messages name `url` (no credentials)
+        self.url, self.options, self.storage_options = redact(url), options, dict(storage_options)
         self._setup()
 
     def _setup(self) -> None:
@@ -45,7 +46,7 @@ class Transport:
         self._bandwidth: float | None = None  # bytes/s of large requests, moving average
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: self.__dict__[k] for k in ("url", "options", "storage_options")}
+        return {k: self.__dict__[k] for k in ("address", "url", "options", "storage_options")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -54,7 +55,7 @@ class Transport:
     def ranges(self) -> Any:
         with self._lock:
             if self._ranges is None:
-                fs, root = filesystem(self.url, self.storage_options, self.options.timeout_s)
+                fs, root = filesystem(self.address, self.storage_options, self.options.timeout_s)
                 options = self.options
                 self._ranges = open_ranges(
                     fs, root, self.url, options.concurrency, options.signed_urls, options.timeout_s

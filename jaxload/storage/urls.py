@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -110,3 +111,31 @@ def _s3_defaults(options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     ):
         return {**options, "config_kwargs": config}
     return {**options, "config_kwargs": {**config, "retries": {"max_attempts": 0}}}
+
+
+# URL userinfo (`https://user:password@host/...`): never in a message.
+_USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
+# storage_options names whose values are credentials (s3fs, gcsfs, huggingface_hub, ...).
+_SECRET_NAMES = re.compile(r"key|secret|token|password|passwd|credential|session|auth|private")
+
+
+def redact(text: Any) -> str:
+    """`text` (a URL, a message) without the credentials a URL carries in its userinfo."""
+    return _USERINFO.sub("***@", str(text))
+
+
+def redacted_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """storage_options for a repr or a message: the values of credential-like names (and
+    of nested mappings' ones) replaced by "***"."""
+    if options is None:
+        return None
+    return {
+        k: (
+            redacted_options(v)
+            if isinstance(v, Mapping)
+            else "***"
+            if _SECRET_NAMES.search(str(k).lower())
+            else v
+        )
+        for k, v in options.items()
+    }

@@ -5,14 +5,20 @@ checks that need an earlier one's result are skipped (not counted) when it faile
 
 A dataset at a URL (s3://, gs://, hf://, https://) gets the same checks, read the way the
 loader reads it: its metadata read where it lives, every record fetched by byte range through the record
-offset index (each index checked against info.json) and verified by its checksum; the
-fingerprint is taken over the records as stored (payload and checksum, resealed).
+offset index (each index checked against info.json) and verified by its checksum.
+
+What it catches that would otherwise be served as data (format 5): a shard or record of
+another conversion (records are keyed by the content: "every shard ..." fails), a GOP table
+or another column of meta/episodes.parquet edited after conversion ("episode table"), fps
+<= 0 or a feature, camera or fps changed in info.json ("metadata"). Features listed in
+another order are no fault: frame rows are laid out by sorted names. A worker killed while
+loading and a conversion resumed from stale units are no properties of a dataset: the
+loader (`WorkerDiedError`) and the converter's resume plan deal with those.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -24,7 +30,9 @@ import numpy as np
 from jaxload import format as fmt
 from jaxload.decode.frames import decode_gops
 from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError
+from jaxload.format import sealing
 from jaxload.format.mp4 import gop_num_frames
+from jaxload.format.probe import check_first_records
 from jaxload.format.reader import DatasetFiles, read_info, read_tasks
 from jaxload.format.shards import open_shard
 from jaxload.format.storage import DatasetStorage, LocalDirectory
@@ -60,9 +68,10 @@ def is_jaxload_dataset(path: str | os.PathLike) -> bool:
     if not info.is_file():
         return False
     try:
-        return json.loads(info.read_text()).get("format") == fmt.FORMAT_NAME
+        raw = json.loads(info.read_text())
     except ValueError:
         return False
+    return isinstance(raw, dict) and raw.get("format") == fmt.FORMAT_NAME
 
 
 def check_dataset(
@@ -80,22 +89,25 @@ def _check(storage: DatasetStorage) -> list[CheckResult]:
 
     def metadata():
         info = state["info"] = read_info(storage)
-        checks = "records checksummed" if info.checked else "no per-record checksums"
-        return f"format version {info.format_version} ({checks}), {info.total_episodes} episodes"
+        return (
+            f"format version {info.format_version} (records keyed by content), "
+            f"{info.total_episodes} episodes, fps {info.fps}; fps, features and cameras are "
+            "what the records were written with (frame rows by sorted feature names)"
+        )
 
     def episodes():
         # The reader checks the table against info.json (episode and frame totals, shards,
         # record offsets, GOP tables).
-        state["files"] = DatasetFiles(storage)
-        return f"{state['info'].total_frames} frames"
+        state["files"] = DatasetFiles(storage, check_records=False)  # shards: every record
+        return f"{state['info'].total_frames} frames; GOP tables as the records were written"
 
     def tasks():
         return f"{len(read_tasks(storage))} tasks"
 
     def shards():
-        state["digest"] = hashlib.sha256()
         read = _read_all_records if isinstance(storage, LocalDirectory) else _fetch_all_records
-        state["records"] = read(state["files"], state["digest"])
+        state["records"] = read(state["files"])
+        check_first_records(state["files"])  # what info.json says they hold
         return f"{state['info'].num_shards} shards, every record matches its checksum"
 
     def frames():
@@ -107,14 +119,13 @@ def _check(storage: DatasetStorage) -> list[CheckResult]:
         return f"{n} segments decode to the expected frame counts"
 
     def fingerprint():
-        digest = state["digest"]
         info, ep = state["info"], state["files"].episodes
         actual = fmt.content_fingerprint(
             info.fps,
             info.features,
             info.cameras,
             list(zip(ep.index, ep.length, ep.tasks, strict=True)),
-            digest.hexdigest(),
+            _records_digest(state["files"], state["records"]),
             ep.strings,
         )
         if actual != info.fingerprint:
@@ -137,10 +148,9 @@ def _check(storage: DatasetStorage) -> list[CheckResult]:
     )
 
 
-def _read_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
+def _read_all_records(files: DatasetFiles) -> dict[int, list[bytes]]:
     """Every record's payload of every shard, checked to be exactly the records the
-    episode table implies and (format 3) to match its checksum; the stored bytes are
-    hashed into `digest` (the fingerprint's)."""
+    episode table implies and to match its checksum."""
     expected = _expected_records(files)
     records = {}
     for shard in range(files.info.num_shards):
@@ -156,8 +166,6 @@ def _read_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
                 f"{path}: holds {len(records[shard])} records, the episode table implies "
                 f"{expected.get(shard, 0)}"
             )
-        for record in records[shard]:
-            fmt.hash_record(digest, record)
         if files.info.checked:
             records[shard] = _unsealed(files, shard, records[shard], path)
     return records
@@ -172,11 +180,10 @@ def _expected_records(files: DatasetFiles) -> dict[int, int]:
     return expected
 
 
-def _fetch_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
+def _fetch_all_records(files: DatasetFiles) -> dict[int, list[bytes]]:
     """`_read_all_records` for a dataset at a URL: each shard's offset index (checked
     against info.json by the store) must list exactly the records the episode table
-    implies; every record is fetched by byte range and verified. The digest takes the
-    records as stored, which are the payloads resealed (`seal_record` is deterministic)."""
+    implies; every record is fetched by byte range and verified."""
     expected, info = _expected_records(files), files.info
     records = {}
     for shard in range(info.num_shards):
@@ -187,20 +194,29 @@ def _fetch_all_records(files: DatasetFiles, digest) -> dict[int, list[bytes]]:
                 f"{path}: holds {count} records, the episode table implies {expected.get(shard, 0)}"
             )
         records[shard] = files.readers.read(shard, range(count))
-        for number, payload in enumerate(records[shard]):
-            stored = fmt.seal_record(payload, info.record_seed, shard, number)
-            fmt.hash_record(digest, stored)
     return records
+
+
+def _records_digest(files: DatasetFiles, records: dict[int, list[bytes]]) -> str:
+    """The fingerprint's digest of every record payload, episode by episode."""
+    ep = files.episodes
+    return sealing.records_digest(
+        sealing.episode_digest(
+            records[int(ep.shard[row])][int(ep.frames_record_start[row]) : ep.records_end(row)]
+        )
+        for row in range(len(ep))
+    )
 
 
 def _unsealed(files: DatasetFiles, shard: int, stored: list[bytes], path: str) -> list[bytes]:
     payloads = []
     for number, data in enumerate(stored):
-        payload = fmt.unseal_record(data, files.info.record_seed, shard, number)
+        payload = fmt.unseal_record(data, files.info.records_key, shard, number)
         if payload is None:
             raise CorruptRecordError(
                 f"{path}: record {number} ({files.episodes.locate(shard, number)}) does not "
-                "match its checksum"
+                "match its checksum (damaged, changed after conversion, or another "
+                "conversion's)"
             )
         payloads.append(payload)
     return payloads

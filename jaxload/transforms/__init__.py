@@ -6,7 +6,8 @@ normalization.
                   their base (base.py), ImageTransforms runs a list of them (compose.py),
                   on CPU in the workers or on the devices (on_device.py), with random
                   numbers from keys.py
-    Normalize     per-key normalization and its inverse (normalize.py)
+    Normalize     per-key normalization and its inverse (normalize.py), per dataset of a
+                  mixture too, with the stats it needs (mixture_stats.py)
 
     augment = ImageTransforms([RandomResizedCrop((224, 224), scale=(0.8, 1.0)),
                                ColorJitter(brightness=0.3, contrast=0.3, hue=0.05)])

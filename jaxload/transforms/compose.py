@@ -46,6 +46,7 @@ class ImageTransforms:
         *,
         keys: Sequence[str] | None = None,
         dtype: str = "uint8",
+        stream_prefix: str = "",
     ):
         if isinstance(transforms, ImageTransform) or not isinstance(transforms, Sequence):
             raise TypeError(
@@ -75,11 +76,18 @@ class ImageTransforms:
         self.transforms = tuple(transforms)
         self.keys = None if keys is None else tuple(keys)
         self.dtype = dtype
+        # Names the random streams: a loader's per-dataset transforms draw apart from its own.
+        self.stream_prefix = str(stream_prefix)
 
     def __repr__(self) -> str:
         keys = "" if self.keys is None else f", keys={list(self.keys)}"
         dtype = "" if self.dtype == "uint8" else f", dtype={self.dtype!r}"
         return f"ImageTransforms({list(self.transforms)}{keys}{dtype})"
+
+    def bound(self, keys: Sequence[str], stream_prefix: str | None = None) -> ImageTransforms:
+        """These steps for `keys` (no checks; `resolved` checks), in `stream_prefix`'s streams."""
+        prefix = self.stream_prefix if stream_prefix is None else stream_prefix
+        return ImageTransforms(self.transforms, keys=keys, dtype=self.dtype, stream_prefix=prefix)
 
     # -- shapes ------------------------------------------------------------------------------
 
@@ -106,7 +114,7 @@ class ImageTransforms:
                 self.output_shape(cameras[key])
             except ValueError as e:
                 raise ValueError(f"image_transforms on camera {key!r}: {e}") from None
-        return ImageTransforms(self.transforms, keys=keys, dtype=self.dtype)
+        return self.bound(keys)
 
     # -- parameters ---------------------------------------------------------------------------
 
@@ -118,7 +126,7 @@ class ImageTransforms:
         size: Size = (int(shape[-3]), int(shape[-2]))
         params = []
         for i, step in enumerate(self.transforms):
-            u = uniforms(seed, positions, f"{key}/{i}", step.num_uniforms)
+            u = uniforms(seed, positions, f"{self.stream_prefix}{key}/{i}", step.num_uniforms)
             params.append(step.draw(u, size))
             size = step.output_size(size)
         return params
@@ -130,20 +138,26 @@ class ImageTransforms:
 
         Without `keys`, cameras are the uint8 arrays shaped (N, [T,] H, W, 3)."""
         out = dict(batch)
-        positions = np.asarray(positions)
         for key in self._keys(batch):
-            frames = np.asarray(batch[key])
-            if len(frames) != len(positions):
-                raise ValueError(
-                    f"ImageTransforms: {key!r} has {len(frames)} rows, positions {len(positions)}"
-                )
-            params = self.draw(key, positions, seed, frames.shape[1:])
-            x = frames if frames.ndim == 5 else frames[:, None]
-            for step, p in zip(self.transforms, params, strict=True):
-                x = step.apply_numpy(x, p)
-            x = x.reshape(len(frames), *self.output_shape(frames.shape[1:]))
-            out[key] = x.astype(np.float32) * np.float32(1 / 255) if self.dtype == "float32" else x
+            out[key] = self.apply_frames(key, batch[key], positions, seed)
         return out
+
+    def apply_frames(self, key: str, frames: Any, positions: np.ndarray, seed: int) -> np.ndarray:
+        """One camera's rows (N, [T,] H, W, 3) at global `positions`, transformed as `apply`
+        transforms them: each row depends only on its frames, key, position and the seed, so
+        any subset of a batch's rows transforms alone to the same pixels."""
+        frames = np.asarray(frames)
+        positions = np.asarray(positions)
+        if len(frames) != len(positions):
+            raise ValueError(
+                f"ImageTransforms: {key!r} has {len(frames)} rows, positions {len(positions)}"
+            )
+        params = self.draw(key, positions, seed, frames.shape[1:])
+        x = frames if frames.ndim == 5 else frames[:, None]
+        for step, p in zip(self.transforms, params, strict=True):
+            x = step.apply_numpy(x, p)
+        x = x.reshape(len(frames), *self.output_shape(frames.shape[1:]))
+        return x.astype(np.float32) * np.float32(1 / 255) if self.dtype == "float32" else x
 
     def _keys(self, batch: Mapping[str, Any]) -> list[str]:
         if self.keys is not None:

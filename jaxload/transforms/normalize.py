@@ -2,19 +2,20 @@
 
 `Normalize` is a picklable Grain `MapTransform` (it runs inside Grain worker processes)
 and a plain callable, so it serves as `make_loader(..., batch_transform=...)`, in a Grain
-`.map(...)` over samples or batches, or on a policy's output to unnormalize actions.
+`.map(...)` over samples or batches, inside a jitted step on the devices, or on a policy's
+output to unnormalize actions. With one stats dict per dataset of a mixture it normalizes
+each row with its own dataset's stats, chosen by the row's `dataset_index`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import grain
 import numpy as np
 
-from jaxload.stats import FeatureStats, load_stats, merge_stats
+from jaxload.stats import FeatureStats
 
 # mode -> the stats that map to [-1, 1] (or the mean and std of a z-score)
 MODES = {"mean_std": ("mean", "std"), "quantile": ("q01", "q99"), "min_max": ("min", "max")}
@@ -33,6 +34,12 @@ class Normalize(grain.transforms.Map):
     (`{key}_dim_is_pad`) keeps its padded dims unchanged. Keys absent from an element
     are skipped.
 
+    Per dataset: `stats` as a list with one stats dict per dataset of a mixture (in the
+    loader's order; `from_datasets(..., per_dataset=True)`) normalizes each row with its
+    dataset's stats, picked by the element's `dataset_index` (a mixture's batches hold it),
+    on numpy or inside `jax.jit`; a dataset without stats for a key, and a dataset's padded
+    dimensions, pass unchanged.
+
     Example:
         >>> stats = jaxload.stats.load_stats("out/demo")
         >>> norm = Normalize(stats, {"observation.state": "mean_std", "action": "quantile"})
@@ -48,53 +55,81 @@ class Normalize(grain.transforms.Map):
 
     def __init__(
         self,
-        stats: Mapping[str, FeatureStats | Mapping[str, Any]],
+        stats: Mapping[str, FeatureStats | Mapping[str, Any]]
+        | Sequence[Mapping[str, FeatureStats | Mapping[str, Any]]],
         modes: Mapping[str, str],
         *,
         eps: float = 1e-8,
     ):
         self.modes = dict(modes)
         self.eps = float(eps)
+        per_dataset = not isinstance(stats, Mapping)
+        parts = list(stats) if per_dataset else [stats]
+        # key -> (center, scale): trailing sample shape, or (datasets, *shape) per dataset
         self._params: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.per_dataset = per_dataset
         for key, mode in self.modes.items():
             if mode not in MODES:
                 raise ValueError(
                     f"Normalize: mode {mode!r} for {key!r}; choose one of {list(MODES)}"
                 )
-            if key not in stats:
-                raise KeyError(f"Normalize: no stats for {key!r} (stats have {sorted(stats)})")
-            entry = stats[key]
-            if not isinstance(entry, FeatureStats):
-                entry = FeatureStats.from_json(entry, f"stats of {key!r}")
-            self._params[key] = _center_scale(entry, mode, self.eps, key)
+            have = [part.get(key) for part in parts]
+            if all(entry is None for entry in have):
+                known = sorted({k for part in parts for k in part})
+                raise KeyError(f"Normalize: no stats for {key!r} (stats have {known})")
+            params = [
+                None if e is None else _center_scale(_as_stats(e, key), mode, self.eps, key)
+                for e in have
+            ]
+            self._params[key] = _stacked(params, key) if per_dataset else params[0]
 
     @classmethod
     def from_datasets(
         cls,
-        paths: str | os.PathLike | Sequence[str | os.PathLike],
+        paths_or_sources: Any,
         modes: Mapping[str, str],
+        *,
+        per_dataset: bool = False,
+        key_maps: Sequence[Mapping[str, str | None]] | None = None,
         **kwargs: Any,
     ) -> Normalize:
-        """Normalize with the stats of one dataset, or of a mixture (merged, count-weighted).
+        """Normalize with the stats of what a loader reads: one dataset, or a mixture,
+        pooled (count-weighted) or `per_dataset` (each row by its own dataset's stats).
 
-        Only the keys of `modes` are read and merged (a mixture's other keys, such as
-        image stats without a quantile sketch, raise no warning); a key is merged over the
-        datasets that have it, and one that none has is a KeyError naming the datasets.
+        Args:
+            paths_or_sources: what make_loader takes: a path or URL, a
+                `jaxload.DatasetSource` (its `cameras` and `key_map` rename the stats'
+                keys as they rename the batch's), a dataset opened with `jaxload.open`, or
+                a list of them, in the loader's order.
+            modes: {batch key: "mean_std" | "quantile" | "min_max"}.
+            per_dataset: one set of stats per dataset, applied per row by
+                `dataset_index`; False pools them (a vector of several sizes is pooled per
+                dimension over the datasets that have it).
+            key_maps: make_loader's `key_maps` shorthand, if the loader was given one.
+            **kwargs: `eps`.
+
+        Only the keys of `modes` are read and merged (a mixture's other keys, such as image
+        stats without a quantile sketch, raise no warning); a key is used from the datasets
+        that have it, and one that none has is a KeyError naming the datasets.
 
         Example::
 
-            norm = Normalize.from_datasets(["out/a", "out/b"], {"action": "mean_std"})
+            sources = [jaxload.DatasetSource("out/a"), jaxload.DatasetSource("out/b")]
+            norm = Normalize.from_datasets(sources, {"action": "mean_std"}, per_dataset=True)
+            loader = jaxload.make_loader(sources, global_batch_size=64, batch_transform=norm)
         """
-        paths = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-        parts = [load_stats(p, modes) for p in paths]
+        from jaxload.transforms.mixture_stats import merge_padded, source_stats
+
+        names, parts = source_stats(paths_or_sources, modes, key_maps)
         missing = [k for k in modes if not any(k in part for part in parts)]
         if missing:
-            have = sorted({k for p in paths for k in load_stats(p, sketch=False)})
+            every = source_stats(paths_or_sources, None, key_maps, sketch=False)[1]
+            have = sorted({k for part in every for k in part})
             raise KeyError(
-                f"Normalize.from_datasets: no stats for {missing} in "
-                f"{', '.join(map(str, paths))} (their meta/stats.json have {have})"
+                f"Normalize.from_datasets: no stats for {missing} in {', '.join(names)} "
+                f"(their meta/stats.json have {have})"
             )
-        return cls(merge_stats(parts), modes, **kwargs)
+        return cls(parts if per_dataset else merge_padded(parts), modes, **kwargs)
 
     def map(self, element: dict[str, Any]) -> dict[str, Any]:
         return self.normalize(element)
@@ -105,14 +140,37 @@ class Normalize(grain.transforms.Map):
     def normalize(self, element: Mapping[str, Any]) -> dict[str, Any]:
         """A copy of `element` with every configured key normalized."""
         out = dict(element)
-        for key, (center, scale) in self._params.items():
+        for key in self._params:
             if key in out:
                 x = out[key]
                 if getattr(x, "dtype", None) == np.uint8:
                     x = x.astype(np.float32) / np.float32(255.0)
-                center_, scale_ = _fit(center, scale, x, key)
-                out[key] = (x.astype(np.float32) - center_) / scale_
+                center, scale = self._fitted(key, x, element)
+                out[key] = (x.astype(np.float32) - center) / scale
         return out
+
+    def _fitted(self, key: str, x: Any, element: Mapping[str, Any]) -> tuple[Any, Any]:
+        """(center, scale) broadcasting against `x`: per row by `dataset_index` when
+        per dataset (numpy, or jax arrays inside a jitted step)."""
+        center, scale = _fit(*self._params[key], x, key, self.per_dataset)
+        if not self.per_dataset:
+            return center, scale
+        index = element.get("dataset_index")
+        if index is None:
+            if len(center) > 1:
+                raise KeyError(
+                    f"Normalize per dataset: the element has no 'dataset_index' to pick each "
+                    f"row's stats of {key!r} ({len(center)} datasets); a mixture's batches hold "
+                    "it by default (with keys=..., name it)"
+                )
+            return center[0], scale[0]
+        if not isinstance(index, np.ndarray | np.integer | int):
+            import jax.numpy as jnp  # a jax array: gather on the devices
+
+            center, scale = jnp.asarray(center), jnp.asarray(scale)
+        trailing = center.ndim - 1
+        shape = (*np.shape(index), *(1,) * (x.ndim - np.ndim(index) - trailing), *center.shape[1:])
+        return center[index].reshape(shape), scale[index].reshape(shape)
 
     def unnormalize(
         self, element: Mapping[str, Any], keys: Iterable[str] | None = None
@@ -124,12 +182,43 @@ class Normalize(grain.transforms.Map):
             if key not in self._params:
                 raise KeyError(f"Normalize.unnormalize: {key!r} is not normalized here")
             if key in out:
-                center, scale = _fit(*self._params[key], out[key], key)
+                center, scale = self._fitted(key, out[key], element)
                 out[key] = out[key].astype(np.float32) * scale + center
         return out
 
     def __repr__(self) -> str:
-        return f"Normalize({self.modes})"
+        per = ", per dataset" if self.per_dataset else ""
+        return f"Normalize({self.modes}{per})"
+
+
+def _as_stats(entry: FeatureStats | Mapping[str, Any], key: str) -> FeatureStats:
+    return (
+        entry
+        if isinstance(entry, FeatureStats)
+        else FeatureStats.from_json(entry, f"stats of {key!r}")
+    )
+
+
+def _stacked(
+    params: list[tuple[np.ndarray, np.ndarray] | None], key: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dataset (center, scale) stacked into (datasets, *shape): vectors padded to the
+    widest with the identity, datasets without stats the identity."""
+    shapes = {c.shape for c, _ in filter(None, params)}
+    ranks = {len(s) for s in shapes}
+    if len(ranks) > 1 or (len(shapes) > 1 and ranks != {1}):
+        raise ValueError(
+            f"Normalize: stats of {key!r} have shapes {sorted(shapes)} across datasets"
+        )
+    shape = max(shapes)
+    center = np.zeros((len(params), *shape), np.float32)
+    scale = np.ones((len(params), *shape), np.float32)
+    for d, p in enumerate(params):
+        if p is not None:
+            width = p[0].shape[-1] if p[0].ndim else None
+            where = (d, slice(0, width)) if width is not None else (d,)
+            center[where], scale[where] = p
+    return center, scale
 
 
 def _center_scale(
@@ -160,9 +249,12 @@ def _trailing(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float32)
 
 
-def _fit(center: np.ndarray, scale: np.ndarray, x: Any, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """Stats padded with the identity where a mixture zero-padded the vector's last axis."""
-    if center.ndim == 0:
+def _fit(
+    center: np.ndarray, scale: np.ndarray, x: Any, key: str, stacked: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stats padded with the identity where a mixture zero-padded the vector's last axis
+    (`stacked`: the first axis is the dataset's)."""
+    if center.ndim == int(stacked):
         return center, scale
     size, have = x.shape[-1] if x.ndim else 0, center.shape[-1]
     if size == have:

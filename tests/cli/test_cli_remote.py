@@ -90,7 +90,9 @@ def test_info_on_a_dataset_url_equals_info_on_its_local_copy(s3, local, dataset_
     assert status == 0, err
     assert there == here.replace(str(local), dataset_url)
     if not args:
-        assert there.startswith(f"{dataset_url}: jaxload dataset, format version 4\n")
+        assert there.startswith(
+            f"{dataset_url}: jaxload dataset, format version {fmt.FORMAT_VERSION}\n"
+        )
         assert "MiB" in there and "stats (every dimension" in there
 
 

@@ -17,7 +17,7 @@ import jaxload
 from jaxload.cli import main
 from jaxload.converters.convert import convert
 from jaxload.converters.partial import partial_dir
-from jaxload.errors import JaxloadError, SourceError, WindowError
+from jaxload.errors import DatasetError, JaxloadError, SourceError, WindowError
 from tests.support.helpers import leftovers
 from tests.support.lerobot_factory import write_lerobot_v3
 
@@ -193,6 +193,62 @@ def test_newer_format_version_is_refused(converted, tmp_path):
     (copy / "meta/info.json").write_text(json.dumps(info))
     with pytest.raises(JaxloadError, match=r"format_version 99 is not supported"):
         jaxload.open(copy)
+
+
+def test_gop_0_is_refused_not_the_default(src, tmp_path, capsys):
+    """`--gop 0` converted silently with GOP 4 (`args.gop or DEFAULT_GOP`)."""
+    assert main(["convert", str(src), str(tmp_path / "out"), "--gop", "0", "--no-progress"]) == 1
+    assert "--gop 0: must be at least 1" in capsys.readouterr().err
+    _no_output(tmp_path)
+
+
+def test_a_path_template_with_a_positional_field(src, tmp_path):
+    """`data_path` with `{0}`: a raw IndexError ("Replacement index 0 out of range")."""
+    from jaxload.converters.doctor import check_source
+
+    info = json.loads((src / "meta/info.json").read_text())
+    info["data_path"] = "data/chunk-{0:03d}/file-{file_index:03d}.parquet"
+    (src / "meta/info.json").write_text(json.dumps(info))
+    _expect_failure(src, tmp_path, r"meta/info\.json: data_path .* cannot be filled .*IndexError")
+    failed = [r for r in check_source(src) if r.status == "FAIL"]
+    assert failed and "data_path" in failed[0].detail and "cannot be filled" in failed[0].detail
+
+
+def test_info_json_that_is_a_json_list(converted, tmp_path, capsys):
+    """A raw AttributeError ('list' object has no attribute 'get') from open, info, doctor."""
+    copy = shutil.copytree(converted, tmp_path / "ds")
+    (copy / "meta/info.json").write_text("[1, 2]")
+    with pytest.raises(DatasetError, match=rf"{copy}/meta/info\.json: not a JSON object"):
+        jaxload.open(copy)
+    for command in ("info", "doctor"):
+        assert main([command, str(copy)]) != 0
+        err = capsys.readouterr()
+        assert "meta/info.json: not a JSON object" in err.out + err.err
+        assert "AttributeError" not in err.out + err.err
+
+
+def test_episode_index_renumbered_in_episodes_parquet(converted, tmp_path):
+    """The ids of meta/episodes.parquet edited (still unique and rising): accepted before,
+    each sample then said it was of an episode its frames are not."""
+    import pyarrow as pa
+
+    copy = shutil.copytree(converted, tmp_path / "ds")
+    path = copy / "meta/episodes.parquet"
+    table = pq.read_table(path)
+    column = table.column_names.index("episode_index")
+    renumbered = pa.array([10, 11, 12], table["episode_index"].type)
+    pq.write_table(table.set_column(column, "episode_index", renumbered), path)
+    with pytest.raises(  # format 5: the column's digest is checked at open
+        DatasetError,
+        match=r"meta/episodes\.parquet: column episode_index is not what the records were "
+        r"written with",
+    ):
+        jaxload.open(copy)
+
+
+def test_an_offset_past_int64_names_the_key(converted):
+    with pytest.raises(WindowError, match=r"delta_timestamps\['action'\]: \[1e\+18\] s"):
+        jaxload.open(converted, delta_timestamps={"action": [1e18]})
 
 
 def test_source_error_is_a_jaxload_error():

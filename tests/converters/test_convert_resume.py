@@ -187,6 +187,67 @@ def test_bad_input_keeps_finished_units_for_the_rerun(source, clean, tmp_path):
     assert tree_bytes(out) == clean
 
 
+def _add_to_action(data: Path, amount: float) -> list:
+    """Rewrites a data parquet in place with `amount` added to every action; the old rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(data)
+    field = table.schema.field("action")
+    action = table.column("action").to_pylist()
+    fixed = [[v + amount for v in row] for row in action]
+    column = table.schema.get_field_index("action")
+    pq.write_table(table.set_column(column, field, pa.array(fixed, field.type)), data)
+    return action
+
+
+def test_a_source_file_fixed_in_place_is_converted_again_on_resume(source, tmp_path):
+    """Before, the resume identity covered only the source's metadata: a data parquet fixed
+    in place between the interrupted run and the rerun left the units converted from its
+    old values in the output ("6 units resumed", rc 0)."""
+    import shutil
+
+    import numpy as np
+
+    src = shutil.copytree(source, tmp_path / "src")
+    video = src / "videos/observation.images.top/chunk-000/file-002.mp4"  # episodes 6, 7
+    good = video.read_bytes()
+    video.write_bytes(b"")
+    out = tmp_path / "ds"
+    with pytest.raises(JaxloadError, match=r"file-002\.mp4: empty file"):
+        convert(src, out, workers=1, shard_bytes=SHARD_BYTES, progress=False)
+    video.write_bytes(good)
+    # Episodes 3, 4, 5, converted already (in this process too: nothing read is kept stale).
+    action = _add_to_action(src / "data/chunk-000/file-001.parquet", 1000.0)
+    report = convert(src, out, workers=1, shard_bytes=SHARD_BYTES, progress=False)
+    assert report.resumed_units == 3  # episodes 0, 1, 2
+    clean = tmp_path / "clean"
+    convert(src, clean, workers=1, shard_bytes=SHARD_BYTES, progress=False)
+    assert tree_bytes(out) == tree_bytes(clean)
+    ds = jaxload.open(out)
+    start = ds.episode_data_index["from"][3]
+    assert np.allclose(ds[int(start)]["action"], np.asarray(action[0]) + 1000.0)
+
+
+@pytest.mark.processes  # `jaxload convert` processes (~4 s start-up each)
+def test_a_source_file_fixed_during_assembly_is_converted_again_on_resume(source, tmp_path):
+    """Killed after two shards were assembled (their units' parts deleted), then a data
+    parquet those shards hold is fixed: the rerun converts its units again and assembles
+    from the first shard holding them, equal to a clean conversion of the fixed source."""
+    import shutil
+
+    src = shutil.copytree(source, tmp_path / "src")
+    out = tmp_path / "ds"
+    code, _, stderr = _finish(_cli(src, out, kill_at="shard-checkpoint:2"))
+    assert code == -signal.SIGKILL, stderr
+    _add_to_action(src / "data/chunk-000/file-000.parquet", 1000.0)  # episodes 0, 1, 2
+    code, _, stderr = _finish(_cli(src, out))
+    assert code == 0, stderr
+    clean = tmp_path / "clean"
+    convert(src, clean, workers=1, shard_bytes=SHARD_BYTES, progress=False)
+    assert tree_bytes(out) == tree_bytes(clean)
+
+
 def test_published_output_is_not_rewritten(source, clean, tmp_path):
     out = tmp_path / "ds"
     convert(source, out, workers=1, shard_bytes=SHARD_BYTES, progress=False)

@@ -45,3 +45,12 @@ def test_one_frame_episode_pads_everything_but_the_anchor():
     frames, pad = window_frames(np.array([0]), np.array([1]), np.array([-2, 0, 3]))
     np.testing.assert_array_equal(frames, [[0, 0, 0]])
     np.testing.assert_array_equal(pad, [[True, False, True]])
+
+
+@pytest.mark.parametrize("offset", [1e18, -1e18, 2e11])
+def test_an_offset_past_int64_is_refused_with_the_key(offset):
+    """1e18 s at 10 fps is 1e19 frames: it wrapped around int64 (before: a window of
+    garbage frames from jaxload.open, an OverflowError from make_loader)."""
+    with pytest.raises(WindowError, match=r"delta_timestamps\['action'\]: .* more than 2\*\*40"):
+        resolve_delta_timestamps({"action": [0.0, offset]}, fps=10, valid_keys=["action"])
+    assert isinstance(WindowError("x"), ValueError)

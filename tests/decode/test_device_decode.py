@@ -89,6 +89,22 @@ def test_a_read_plan_is_used_only_for_its_own_positions(dataset):
     assert keys.shape[1] == 2 and (np.diff(keys[:, 0] << 40 | keys[:, 1]) > 0).all()
 
 
+def test_a_frame_past_its_gop_record_is_refused_naming_the_camera(dataset):
+    """A frame index the GOP table placed past the end of its GOP record (the record holds
+    4 frames at GOP 4) would be the next GOP's frame, or a raw IndexError of the decoder."""
+    import dataclasses
+
+    from jaxload.errors import DatasetError
+
+    ds = jaxload.open(dataset)
+    _, videos = ds.read_encoded([0, 1])
+    video = videos["observation.images.top"]
+    wrong = dataclasses.replace(video, frame_index=video.frame_index + 4)
+    with pytest.raises(DatasetError, match=r"camera observation\.images\.top, .*frame 4 of a GOP "
+                       r"record holding 4 frames was asked for"):  # fmt: skip
+        wrong.decode()
+
+
 def test_select_keeps_only_the_rows_gops(dataset):
     ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
     _, videos = ds.read_encoded([0, 1, 40, 41])

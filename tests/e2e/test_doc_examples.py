@@ -80,8 +80,10 @@ def skip_reason(command: str) -> str | None:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """The datasets the docs name, at the paths they use: a 30 fps LeRobot source with two
-    cameras and 8-dim actions, its conversion, and two converted datasets for mixtures."""
+    cameras and 8-dim actions, its conversion, two converted datasets for mixtures, and
+    four robots' datasets that differ in everything (out/arm_av1_15fps, ...)."""
     from jaxload.converters.convert import convert
+    from tests.support.embodiments import convert_embodiments, write_embodiments
     from tests.support.lerobot_factory import write_lerobot_v3
 
     root = tmp_path_factory.mktemp("doc_examples")
@@ -101,6 +103,8 @@ def workdir(tmp_path_factory):
         root / "src_b", fps=30, episode_lengths=(20, 20), cameras={"observation.image": (48, 64)}
     )
     convert(other, root / "out/b", workers=1, progress=False)
+    # docs/LOADER.md's cross-embodiment recipe: four robots' datasets (tests/support/embodiments.py)
+    convert_embodiments(write_embodiments(root / "robots"), root / "out")
     return root
 
 

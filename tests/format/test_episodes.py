@@ -125,11 +125,12 @@ def test_every_episode_is_checked_not_only_the_first(converted, tmp_path, column
     assert fmt.EPISODES_PATH in str(error.value)
 
 
-def test_missing_lists_are_empty_and_missing_values_refused(converted, tmp_path):
+def test_edited_lists_and_missing_values_are_refused(converted, tmp_path):
     path = tmp_path / "ds"
     shutil.copytree(converted[0], path)
-    _corrupt(path, "tasks", 3, None)  # as the old reader read it: no tasks
-    assert jaxload.open(path).meta.episodes[3]["tasks"] == []
+    _corrupt(path, "tasks", 3, None)  # read as no tasks, which is not what was converted
+    with pytest.raises(DatasetError, match="column tasks is not what the records were written"):
+        jaxload.open(path)
     _corrupt(path, "tasks", 4, ["x", None])
     with pytest.raises(DatasetError, match="column tasks has missing values"):
         jaxload.open(path)

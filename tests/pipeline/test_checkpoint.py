@@ -134,7 +134,7 @@ def test_checkpoint_from_another_dataset_is_refused(tmp_path):
     other = _loader(
         FakeDataset([9, 1, 14, 4, 7, 17, 4], delta_timestamps=WINDOW), global_batch_size=6
     )
-    with pytest.raises(CheckpointError, match="loader checkpoint is from another dataset"):
+    with pytest.raises(CheckpointError, match=r"does not match dataset 0 .*content changed"):
         _restore(tmp_path / "ckpt", other)
     assert other.position == 0  # untouched
 
@@ -151,3 +151,57 @@ def test_batch_size_change_needs_an_explicit_opt_in(tmp_path):
     assert bigger.position == 12
     ones = _take(_loader(global_batch_size=1), 16)
     assert next(bigger)["index"].tolist() == [int(b["index"][0]) for b in ones[12:16]]
+
+
+@pytest.mark.processes  # Orbax's checkpoint manager
+def test_a_damaged_loader_state_is_a_checkpoint_error_naming_the_file(tmp_path):
+    """A loader_state.json cut short (a crash mid-write on a file system without atomic
+    rename) was a raw JSONDecodeError; a position of 24.7 or True was accepted."""
+    import json
+
+    loader = _loader(global_batch_size=6)
+    _take(loader, 2)
+    _save(tmp_path / "ckpt", 2, loader)
+    path = tmp_path / "ckpt" / "2" / "loader" / STATE_FILE
+    saved = path.read_text()
+    path.write_text(saved[: len(saved) // 2])
+    with pytest.raises(CheckpointError, match=rf"{STATE_FILE}: not valid JSON"):
+        _restore(tmp_path / "ckpt", loader)
+    for position in (24.7, True, -6, "12"):
+        path.write_text(json.dumps(json.loads(saved) | {"position": position}))
+        with pytest.raises(CheckpointError, match=rf"position={position!r}: not an integer"):
+            _restore(tmp_path / "ckpt", loader)
+    with pytest.raises(CheckpointError, match="global_batch_size=0"):
+        loader.set_state(loader.get_state() | {"global_batch_size": 0})
+    assert loader.position == 12  # untouched by the refusals
+
+
+def test_a_refused_restore_names_what_changed():
+    from jaxload.state import LoaderState, check_compatible
+
+    view = {"content": "c" * 64, "episodes": "e1", "num_episodes": 4, "windows": {"action": [0, 1]}}
+
+    def state(fingerprint, **changes):
+        return LoaderState(
+            position=8, epoch=0, seed=0, global_batch_size=4, host_count=1,
+            fingerprint=fingerprint, dataset_fingerprints=("v",), shuffle=True,
+            drop_n_first_frames=0, drop_n_last_frames=0, mixture_quota=(), epoch_size=20,
+            sources=("out/a",), views=({**view, **changes},),
+        )  # fmt: skip
+
+    saved = state("old")
+    cases = {
+        "content": (state("new", content="d" * 64), r"dataset 0 \(out/a\): its content changed"),
+        "episodes": (state("new", episodes="e2", num_episodes=3), r"episode selection changed \(4 episodes saved, 3 now"),
+        "windows": (
+            state("new", windows={"action": [0, 1, 2, 3, 4, 5]}),
+            r"its windows changed \('action': frames \[0, 1\] saved, 0..5 now\)",
+        ),
+    }  # fmt: skip
+    for _name, (current, message) in cases.items():
+        with pytest.raises(CheckpointError, match=message):
+            check_compatible(saved, current)
+    legacy = {k: v for k, v in saved.to_dict().items() if k != "views"}  # saved before views
+    assert LoaderState.from_dict(legacy).views == ()
+    with pytest.raises(CheckpointError, match="is from another dataset"):
+        check_compatible(LoaderState.from_dict(legacy), state("new", content="d"))

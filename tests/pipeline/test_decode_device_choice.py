@@ -52,14 +52,14 @@ def av1_dataset(dataset):
 
 def test_h264_decodes_on_an_h100(dataset):
     device, reasons = choose_decode_device([dataset], machine=_machine(H100))
-    assert device == "cuda", reasons
+    assert device == "hybrid", reasons  # auto: CPU workers and NVDEC, split by measurement
 
 
 def test_av1_falls_back_to_cpu_on_an_h100_and_says_how_to_fix_it(av1_dataset):
     device, reasons = choose_decode_device([av1_dataset], machine=_machine(H100))
     assert device == "cpu"
     assert "av1" in " ".join(reasons) and "--video-codec h264" in " ".join(reasons)
-    assert choose_decode_device([av1_dataset], machine=_machine(L4))[0] == "cuda"
+    assert choose_decode_device([av1_dataset], machine=_machine(L4))[0] == "hybrid"
 
 
 def test_no_gpu_or_no_torchcodec_cuda_means_cpu(dataset):
@@ -124,7 +124,7 @@ def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset)
         addressable_devices = (GpuDevice(), GpuDevice())
 
     check_cuda_decodable([image_camera_dataset], machine=_machine(H100))  # no error
-    assert choose_decode_device([image_camera_dataset], machine=_machine(H100))[0] == "cuda"
+    assert choose_decode_device([image_camera_dataset], machine=_machine(H100))[0] == "hybrid"
     on_gpu = cameras_decoded_on_device("cuda", [image_camera_dataset], [{}], GpuSharding())
     assert on_gpu == ("observation.images.top",)
     cpu_only = dataclasses.replace(

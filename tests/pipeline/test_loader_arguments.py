@@ -160,3 +160,47 @@ def test_reclaim_removes_only_dead_loaders_leftovers(tmp_path, monkeypatch):
     assert sorted(removed) == sorted([names["dead"], names["orphan_semaphore"]])
     kept = {"alive", "young_semaphore", "mapped_semaphore", "other", "another_users"}
     assert sorted(os.listdir(tmp_path)) == sorted(v for k, v in names.items() if k in kept)
+
+
+def test_batches_that_cannot_fit_in_memory_are_refused_with_the_estimate():
+    """global_batch_size=10**8 ran to 22 GB and the OOM killer; now make_loader refuses,
+    saying how much the batches in flight would take and what is available."""
+    import dataclasses
+
+    from jaxload.pipeline.arguments import check_fits_in_memory
+    from tests.support.fake_dataset import FakeDataset
+
+    loader = make_loader(
+        FakeDataset([50, 70]),
+        global_batch_size=8,
+        host_index=0,
+        host_count=1,
+        options=PipelineOptions(num_workers=0, read_threads=2, prefetch=2),
+    )
+    spec = loader.spec
+    row = sum(math.prod(s) * np.dtype(d).itemsize for s, d in spec.schema.element_spec.values())
+    in_flight = 2 * 2 + 2 + 2 + 1  # read threads' buffers, the worker buffer, prefetch, in use
+    check_fits_in_memory(spec, available=8 * row * in_flight)  # exactly fits
+    huge = dataclasses.replace(spec, rows=np.arange(10**6), global_batch_size=10**6)
+    with pytest.raises(ValueError, match=r"global_batch_size=1000000: .* GiB available"):
+        check_fits_in_memory(huge, available=8 * row * in_flight)
+    loader.close()
+
+
+def test_numpy_integers_are_integers_everywhere_and_episodes_are_lists():
+    """num_workers=np.int64(0) was refused while seed took numpy integers; episodes=5 and
+    episodes=[0.5] were raw TypeErrors."""
+    from tests.support.fake_dataset import FakeDataset
+
+    options = PipelineOptions(num_workers=np.int64(0), prefetch=np.int32(2))
+    assert type(options.num_workers) is int and options.prefetch == 2
+    kw = dict(global_batch_size=2, host_index=0, host_count=1, options=options)
+    loader = make_loader(FakeDataset([5, 7]), seed=np.uint64(3), **kw)
+    assert next(loader)["index"].shape == (2,)
+    for bad, said in (
+        (5, r"episodes: a list of episode indices .* not 5; one episode is episodes=\[5\]"),
+        ([0.5], r"episodes: episode indices must be integers, got 0\.5"),
+        ([[0, 0.5]], r"episodes\[0\]: episode indices must be integers, got 0\.5"),
+    ):
+        with pytest.raises(ValueError, match=said):
+            make_loader(FakeDataset([5, 7]), episodes=bad, **kw)

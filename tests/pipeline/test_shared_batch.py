@@ -94,3 +94,22 @@ print(int(before.sum()) + int(after.sum()))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(3 << 20)]
+
+
+def test_compressed_gops_cross_in_one_slot_freed_when_the_batch_is_dropped():
+    """A batch's GOPs (decoded on the devices) travel packed in a slot, not pickled through
+    Grain's pipe; the views the trainer gets keep the slot until the last one goes."""
+    pool, opener = shared_batch.SlotPool(), shared_batch.SlotOpener()
+    try:
+        gops = [b"first gop", b"", bytes(range(256)) * 3, b"last"]
+        packed = shared_batch.pack_bytes(gops, pool)
+        views = opener.open_bytes(packed)
+        assert [bytes(v) for v in views] == gops
+        _, busy = pool.array((len(b"".join(gops)),), np.uint8)
+        assert busy.name != packed.ref.name  # in use while the views live
+        del views
+        gc.collect()
+        _, again = pool.array((len(b"".join(gops)),), np.uint8)
+        assert again.name == packed.ref.name  # free once the batch is dropped
+    finally:
+        pool.unlink_all()

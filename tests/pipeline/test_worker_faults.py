@@ -16,6 +16,7 @@ from jaxload import PipelineOptions, make_loader
 from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError, WorkerDiedError, WorkerTimeoutError
 from jaxload.pipeline import shared_batch
+from jaxload.pipeline import workers as workers_module
 from tests.pipeline.test_loader import assert_batches_equal
 from tests.support import fault_helpers
 
@@ -151,6 +152,104 @@ def test_a_killed_worker_raises_naming_it_and_no_batch_is_skipped(dataset):
     loader.close()
 
 
+def test_a_killed_worker_collected_by_someone_else_is_named_and_no_batch_is_skipped(
+    dataset, monkeypatch
+):
+    """The issue's case: when something else collects the dead worker's exit status before
+    the loader's watch does (`multiprocessing.active_children()`, `Process.exitcode`, or
+    Grain itself a second later), the first next() raised Grain's bare RuntimeError and
+    every later one skipped every other batch while `position` counted them consecutive."""
+    monkeypatch.setattr(workers_module, "WATCH_INTERVAL_S", 3600.0)  # the test collects first
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
+    want = [next(reference) for _ in range(16)]
+    options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    loader = make_loader(dataset, options=options, **KW)
+    got = [next(loader) for _ in range(3)]
+    workers = sorted(
+        (p for p in multiprocessing.active_children() if p.name.startswith("grain-process")),
+        key=lambda p: p.pid,
+    )
+    killed = workers[0]
+    os.kill(killed.pid, signal.SIGKILL)
+    assert _within(10, lambda: killed.exitcode is not None)  # collected here, not by the loader
+    assert killed.exitcode == -signal.SIGKILL
+    with pytest.raises(WorkerDiedError) as caught:
+        for _ in range(20):
+            got.append(next(loader))
+    error = caught.value
+    assert f"(pid {killed.pid}) was killed by signal 9 (SIGKILL" in str(error), str(error)
+    assert (error.pid, error.signal, error.status) == (killed.pid, signal.SIGKILL, None)
+    assert error.position == 4 * len(got) and loader.get_state()["position"] == 4 * len(got)
+    while len(got) < len(want):
+        got.append(next(loader))
+        assert loader.get_state()["position"] == 4 * len(got)
+    assert_batches_equal(got, want)
+    loader.close()
+
+
+def _spawned_workers(pid: int) -> list[int]:
+    """Children of `pid` that multiprocessing spawned (Grain workers), not its tracker."""
+    found = []
+    for child in _children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"spawn_main" in f.read():
+                    found.append(child)
+        except OSError:
+            continue
+    return found
+
+
+def test_a_worker_killed_while_it_starts_is_named_and_no_batch_is_skipped(dataset):
+    """Found by the soak: a worker SIGKILLed before Grain ran its worker_init_fn (while it
+    imports, seconds on a busy machine) is known by no pid, and its death came out as
+    Grain's bare RuntimeError."""
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
+    want = [next(reference) for _ in range(6)]
+    options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    loader = make_loader(dataset, options=options, **KW).start()
+    assert _within(30, lambda: len(_spawned_workers(os.getpid())) == 2)
+    registry = loader._workers
+    starting = _spawned_workers(os.getpid())
+    # Usually before it said who it is (while it imports); on an idle machine it may have
+    # said so already: either way its death is named and no batch is skipped.
+    assert registry is not None
+    os.kill(starting[0], signal.SIGKILL)
+    got = []
+    with pytest.raises(WorkerDiedError, match=r"was killed by signal 9") as caught:
+        while len(got) < len(want):
+            got.append(next(loader))
+    assert caught.value.signal == signal.SIGKILL
+    assert caught.value.position == 4 * len(got) == loader.get_state()["position"]
+    while len(got) < len(want):
+        got.append(next(loader))
+    assert_batches_equal(got, want)
+    loader.close()
+
+
+def test_an_error_a_worker_forwards_leaves_no_batch_skipped(dataset, tmp_path):
+    """A worker's read that raises (here a transform failing once) is raised by next(); the
+    next next() reads that batch again. Before, Grain dropped that worker: the loader went
+    on serving every other batch while `position` counted them consecutive."""
+    reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
+    want = [next(reference) for _ in range(12)]
+    flag = tmp_path / "flag"
+    flag.touch()
+    options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    transform = fault_helpers.FailsOnce(str(flag), want[5]["index"][0])
+    loader = make_loader(dataset, options=options, batch_transform=transform, **KW)
+    got = []
+    with pytest.raises(OSError, match="transient failure"):
+        while len(got) < len(want):
+            got.append(next(loader))
+    assert not flag.exists() and loader.get_state()["position"] == 4 * len(got)
+    while len(got) < len(want):
+        got.append(next(loader))
+        assert loader.get_state()["position"] == 4 * len(got)
+    assert_batches_equal(got, want)
+    loader.close()
+
+
 def _start_trainer(dataset: Path, **popen) -> tuple[subprocess.Popen, int]:
     trainer = subprocess.Popen(
         [sys.executable, "-m", "tests.support.fault_helpers", str(dataset)],
@@ -219,3 +318,23 @@ def test_a_broken_batch_transform_in_a_worker_is_named(dataset):
     with pytest.raises(BatchTransformError, match="returns_none returned NoneType"):
         next(loader)
     loader.close()
+
+
+def test_a_closed_pipelines_worker_stops_reading(tmp_path):
+    """What a worker does when the training process closes its pipeline (the registry's
+    directory goes): its reads raise at once instead of reading and decoding the batches
+    its read threads queued (Grain stops workers one after another, each after its queued
+    work: minutes on a GPU host). One look of the worker's watch, run in this process."""
+    from jaxload.pipeline import workers
+
+    directory = tmp_path / "registry"
+    directory.mkdir()
+    try:
+        assert not workers._orphaned(os.getppid(), str(directory))
+        workers.raise_if_pipeline_closed()  # open: reads go on
+        directory.rmdir()
+        assert not workers._orphaned(os.getppid(), str(directory))  # the watch goes on
+        with pytest.raises(workers.PipelineClosed):
+            workers.raise_if_pipeline_closed()
+    finally:
+        workers._pipeline_closed.clear()

@@ -38,9 +38,8 @@ def _episodes(root: Path, lengths, tasks) -> Path:
         fingerprint="",
         source={},
         converter={},
-        record_seed=0,  # format 3 (no shard is read here)
+        record_seed=0,  # no shard is read here
     )
-    (root / fmt.INFO_PATH).write_text(json.dumps(info.to_json()))
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).tolist()
     blocks = np.concatenate([[0], np.cumsum([fmt.num_blocks(n) for n in lengths])[:-1]])
     rows = [
@@ -55,6 +54,8 @@ def _episodes(root: Path, lengths, tasks) -> Path:
         for e, (n, t, start, block) in enumerate(zip(lengths, tasks, starts, blocks))
     ]
     pq.write_table(fmt.episodes_table(rows, []), root / fmt.EPISODES_PATH)
+    info = fmt.with_metadata_digests(info, rows)  # what records would be keyed by (format 5)
+    (root / fmt.INFO_PATH).write_text(json.dumps(info.to_json()))
     return root
 
 

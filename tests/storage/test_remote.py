@@ -159,7 +159,28 @@ def test_wrong_byte_range_is_an_error_not_data(converted):
     except CorruptRecordError:
         return
     info = fmt.read_info(converted)
-    assert fmt.unseal_record(payload, info.record_seed, 0, 3) is None
+    assert fmt.unseal_record(payload, info.records_key, 0, 3) is None
+
+
+def test_a_chunk_that_declares_gigabytes_is_refused_before_it_is_inflated(converted):
+    """A record that is a zstd bomb (a few bytes declaring 3 GiB) was inflated to its
+    declared size, once per fetch thread, before its checksum could fail. What it declares
+    is now checked against its stored size first (`chunks.max_decoded_size`), and zstd is
+    never asked for more."""
+    import tracemalloc
+
+    data = (converted / fmt.shard_path(0)).read_bytes()
+    offsets = record_offsets(data, fmt.read_info(converted).shard_records[0])
+    begin = int(offsets[0])
+    first = bytearray(data[begin : int(offsets[1])])  # a record's chunk (before a block header)
+    first[32:40] = (3 << 30).to_bytes(8, "little")  # the chunk's decoded size: 3 GiB
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptRecordError, match=r"declares 3221225472 bytes"):
+            decode_chunk(bytes(first), begin)
+        assert tracemalloc.get_traced_memory()[1] < 64 << 20
+    finally:
+        tracemalloc.stop()
 
 
 def test_remote_samples_are_bitwise_equal_to_local(converted, clean):
@@ -359,13 +380,13 @@ def test_older_format_is_refused_remotely_with_a_clear_message(converted, clean,
     copy = tmp_path / "ds"
     shutil.copytree(converted, copy)
     info = json.loads((copy / fmt.INFO_PATH).read_text())
-    info["format_version"] = 3
-    del info["records"]["offsets_xxh3"]
+    info["format_version"] = 4  # records keyed by the source's metadata, not the content
     (copy / fmt.INFO_PATH).write_text(json.dumps(info))
-    jaxload.open(copy)  # still reads locally
-    clean.upload(str(copy), "s3://bucket/v3")
-    with pytest.raises(DatasetError, match=r"format_version 3 has no record offset index"):
-        jaxload.open("s3://bucket/v3", storage_options=clean.storage_options())
+    clean.upload(str(copy), "s3://bucket/v4")
+    with pytest.raises(DatasetError, match=r"format_version 4 was written by an older"):
+        jaxload.open(copy)
+    with pytest.raises(DatasetError, match=r"format_version 4 .*reconvert the source"):
+        jaxload.open("s3://bucket/v4", storage_options=clean.storage_options())
 
 
 def test_progress_is_logged_with_the_hit_rate(converted, clean, caplog):
@@ -977,3 +998,47 @@ def test_remote_options_given_for_a_local_read_are_said_to_be_ignored(converted,
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2 and all("local read ignores them" in m for m in said)
     assert "storage_options" in said[0] and "remote" in said[1] and str(converted) in said[1]
+
+
+def test_no_secret_reaches_a_message_of_a_failing_remote_run(clean, caplog):
+    """Credentials in storage_options and in a URL's userinfo are never printed: not in a
+    repr, an exception's message or a log line, whatever fails (a store answering 500s, a
+    host that refuses). Before: `repr(DatasetSource(...))` printed key and secret, and a
+    URL's password appeared in exceptions and four log lines."""
+    secret, password = "PLANTED-SECRET-4c1d9", "PLANTED-PW-77e2a"
+    options = clean.storage_options() | {"secret": secret}
+    runs = [
+        ("s3://bucket/ds", options),  # every request answered 500
+        (f"http://reader:{password}@127.0.0.1:9/ds", None),  # nobody listens there
+    ]
+    messages = []
+    clean.set(fail={"match": "/ds/", "status": 500, "count": 10**6})
+    try:
+        with caplog.at_level(logging.DEBUG):
+            for url, storage_options in runs:
+                source = jaxload.DatasetSource(url, storage_options=storage_options)
+                messages += [repr(source), source.name]
+                for attempt in (jaxload.open, _loader_of):
+                    try:
+                        attempt(url, storage_options)
+                    except Exception as e:  # what a user sees, the whole chain's text
+                        while e is not None:
+                            messages += [str(e), repr(e)]
+                            e = e.__cause__ or e.__context__
+    finally:
+        clean.set(fail=None)
+    # jaxload's own log lines (fsspec's DEBUG lines print the URLs it is given)
+    messages += [r.getMessage() for r in caplog.records if r.name.startswith("jaxload")]
+    leaked = [m for m in messages if secret in m or password in m]
+    assert leaked == [], leaked[:3]
+    assert any("reader" not in m and "***@127.0.0.1" in m for m in messages)
+
+
+def _loader_of(url, storage_options):
+    return jaxload.make_loader(
+        url,
+        global_batch_size=2,
+        storage_options=storage_options,
+        remote=RemoteOptions(retry=FAST_RETRY),
+        options=jaxload.PipelineOptions(num_workers=0),
+    )

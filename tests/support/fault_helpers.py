@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 
@@ -26,6 +27,36 @@ def drops_rows(batch: dict) -> dict:
 
 def returns_a_list(batch: dict) -> dict:
     return {**batch, "index": batch["index"].tolist()}
+
+
+class FailsOnce:
+    """Raises OSError once: for the batch whose first row is frame `index`, while the file
+    `flag` exists (a file, so that it is once across worker processes too)."""
+
+    def __init__(self, flag: str, index: int):
+        self.flag, self.index = flag, int(index)
+
+    def __call__(self, batch: dict) -> dict:
+        if int(batch["index"][0]) != self.index:
+            return batch
+        try:
+            os.unlink(self.flag)
+        except FileNotFoundError:
+            return batch
+        raise OSError(f"a transient failure reading the batch of frame {self.index}")
+
+
+class StuckOn:
+    """Never returns from its `call`-th call in a process (a transform stuck for good)."""
+
+    def __init__(self, call: int):
+        self.call, self.calls = call, 0
+
+    def __call__(self, batch: dict) -> dict:
+        self.calls += 1
+        if self.calls == self.call:
+            threading.Event().wait()
+        return batch
 
 
 def main(path: str) -> None:

@@ -100,3 +100,89 @@ def test_episode_table_that_contradicts_info_json_is_found(sources, tmp_path, ca
     failure = next(line for line in out.splitlines() if line.startswith("[FAIL]"))
     assert "episode table matches info.json" in failure and "episodes.parquet" in failure
     assert "13 frames, but meta/info.json says 3 / 14" in failure and out.count("[skip]") == 5
+
+
+# --- the silent-data cases of issue #33 --------------------------------------------------------
+
+
+def _other_conversion(source, root):
+    """A conversion of `source` with other action values: same structure, same video."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    other = shutil.copytree(source, root / "other-src")
+    for data in sorted((other / "data").rglob("*.parquet")):
+        table = pq.read_table(data)
+        action = table["action"].combine_chunks()
+        values = pc.add(action.values, pa.scalar(1.0, action.values.type))
+        moved = pa.FixedSizeListArray.from_arrays(values, action.type.list_size)
+        pq.write_table(table.set_column(table.column_names.index("action"), "action", moved), data)
+    return convert(other, root / "other", workers=1, progress=False).out
+
+
+def _failure(out):
+    return next(line for line in out.splitlines() if line.startswith("[FAIL]"))
+
+
+@pytest.mark.parametrize("how", ["copied", "symlinked"])
+def test_a_shard_of_another_conversion_is_found(sources, tmp_path, capsys, how):
+    good, _, dataset = sources
+    dataset = shutil.copytree(dataset, tmp_path / "ds")
+    other = _other_conversion(good, tmp_path)
+    shard = dataset / fmt.shard_path(0)
+    shard.unlink()
+    if how == "copied":
+        shutil.copyfile(other / fmt.shard_path(0), shard)
+    else:
+        shard.symlink_to(other / fmt.shard_path(0))
+    status, out = _doctor(dataset, capsys)
+    assert status == 1, out
+    failure = _failure(out)
+    assert "every shard exists" in failure and "shard-00000.array_record: record 0" in failure
+    assert "another conversion's" in failure
+
+
+def test_a_gop_table_shifted_by_one_frame_is_found(sources, tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    dataset = shutil.copytree(sources[2], tmp_path / "ds")
+    column = fmt.segment_column("observation.images.top", "segment_starts")
+    table = pq.read_table(dataset / fmt.EPISODES_PATH)
+    starts = table[column].to_pylist()
+    assert starts[1] == [0, 4]  # 6 frames at GOP 4
+    starts[1] = [0, 5]
+    table = table.set_column(table.column_names.index(column), column, [starts])
+    pq.write_table(table, dataset / fmt.EPISODES_PATH)
+    status, out = _doctor(dataset, capsys)
+    assert status == 1, out
+    failure = _failure(out)
+    assert "episode table matches info.json" in failure
+    assert f"column {column} is not what the records were written with" in failure
+
+
+@pytest.mark.parametrize("fps", [0, -10])
+def test_fps_not_above_zero_is_found(sources, tmp_path, capsys, fps):
+    import json
+
+    dataset = shutil.copytree(sources[2], tmp_path / "ds")
+    info = json.loads((dataset / fmt.INFO_PATH).read_text())
+    info["fps"] = fps
+    (dataset / fmt.INFO_PATH).write_text(json.dumps(info))
+    status, out = _doctor(dataset, capsys)
+    assert status == 1, out
+    assert "[FAIL] metadata loads" in out and f"info.json: fps is {fps}" in out
+
+
+def test_features_in_another_order_are_no_fault(sources, tmp_path, capsys):
+    """info.json re-saved with sorted keys: frame rows are laid out by sorted names, so the
+    data is what was converted and every check passes (saying so)."""
+    import json
+
+    dataset = shutil.copytree(sources[2], tmp_path / "ds")
+    info = json.loads((dataset / fmt.INFO_PATH).read_text())
+    info["features"] = dict(reversed(info["features"].items()))
+    (dataset / fmt.INFO_PATH).write_text(json.dumps(info, indent=2, sort_keys=True))
+    status, out = _doctor(dataset, capsys)
+    assert status == 0, out
+    assert out.count("[  ok]") == 7 and "frame rows by sorted feature names" in out

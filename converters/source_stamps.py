@@ -1,0 +1,65 @@
+"""A resumed conversion converts again every finished unit whose source files changed.
+
+The plan (converters/plan.py) identifies the source by its location and the bytes of its
+metadata; the data parquet and video files a unit reads are identified per unit instead:
+its record (units/unit-NNNNN.json) keeps each such file's stamp (`Files.stamp`: size,
+mtime and ctime for a local file, the listed version of a remote one), taken before the
+unit ran. Before a rerun, `forget_changed` drops the finished units whose files no longer
+match (a data parquet fixed in place, a video re-encoded), with what was assembled from
+the first of them on, so they are converted again and the output holds the new values.
+
+    units = forget_changed(state, source, job.units)  # before reconcile() and the run
+    record |= {"sources": unit_sources(source, unit)}  # stamped when the unit is dispatched
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from jaxload import format as fmt
+from jaxload.converters.lerobot_common import LeRobotSource
+from jaxload.converters.partial import JobState
+from jaxload.converters.plan import Unit
+
+# The files of shard k in the dataset being assembled: shard-k.array_record, shard-k.offsets.
+_SHARD_FILE = re.compile(r"shard-(\d+)\.")
+
+
+def unit_sources(source: LeRobotSource, unit: Unit) -> dict[str, dict[str, Any]]:
+    """Each source file the unit's episodes read (by path in the source) with its stamp."""
+    rels = sorted({rel for episode in unit.episodes for rel in source.episode_files(episode)})
+    return {rel: source.files.stamp(rel) for rel in rels}
+
+
+def forget_changed(state: JobState, source: LeRobotSource, units: Sequence[Unit]) -> list[int]:
+    """Forgets the finished units whose source files changed since they ran (or whose
+    record has no stamps, from an older converter): their records and parts, and every
+    assembled shard from the first one holding one of their episodes. Returns them."""
+    done = state.done_units()
+    changed, first = [], None
+    start = 0  # plan position of the unit's first episode
+    for unit in units:
+        record = done.get(unit.index)
+        if record is not None and record.get("sources") != unit_sources(source, unit):
+            changed.append(unit.index)
+            first = start if first is None else first
+        start += len(unit.episodes)
+    if not changed:
+        return []
+    for index in changed:
+        state.unit_record_path(index).unlink(missing_ok=True)
+        state.part_path(index).unlink(missing_ok=True)
+    # Shards hold episodes in plan order: those before the first changed unit stay.
+    checkpoints = state.shard_checkpoints()
+    keep = sum(1 for c in checkpoints if c["stop"] <= first)
+    for checkpoint in checkpoints[keep:]:
+        state.shard_checkpoint_path(checkpoint["shard"]).unlink(missing_ok=True)
+    data = state.dataset_dir / fmt.shard_path(0)
+    if data.parent.is_dir():
+        for path in data.parent.iterdir():
+            match = _SHARD_FILE.match(path.name)
+            if match and int(match.group(1)) >= keep:
+                path.unlink(missing_ok=True)
+    return changed

@@ -1,0 +1,185 @@
+"""`decode_device="auto"` by measurement: the CPU readers, the devices (NVDEC), or both.
+
+Which side decodes faster depends on the host and the dataset: on an H200 host with 16
+cores, NVDEC and the CPU workers decoded 480x640 frames at the same rate, while at 96x128
+the CPU workers were 7x faster (benchmarks/RESULTS.md, "GPU decoding"). So where the
+devices can decode, make_loader times both sides on the dataset's own first batches, for
+about a second each, before any worker starts:
+
+* the CPU: as many threads as the readers will decode in (workers x read threads, at most
+  the cores), each decoding the batches' frames over and over;
+* the devices: `DeviceDecoder` with `options.decode_threads` decodes in flight per device
+  (after one untimed pass that creates the decoders).
+
+and keeps the path with the highest predicted rate: the CPU's, the devices', or hybrid at
+HYBRID_EFFICIENCY of their sum. The choice and the rates are in `loader.spec.decode_choice`,
+the loader's repr and a log line.
+
+    choice = measure_decode_paths(spec)    # spec: cameras encoded (placement "hybrid")
+    choice.device, choice.reasons
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+# Seconds each side is timed for.
+MEASURE_S = 1.0
+# Batches read for the measurement (decoded over and over).
+MEASURE_BATCHES = 2
+# Hybrid's samples/s over the sum of both sides' limits, measured on an H200 host with 16
+# cores at 480x640 (benchmarks/RESULTS.md, "GPU decoding"): 724 samples/s against 1,597
+# (CPU workers) + 995 (NVDEC), below either side alone. So hybrid is predicted at this
+# fraction of the sum and "auto" keeps the faster single side until hybrid does better;
+# `decode_device="hybrid"` stays available.
+HYBRID_EFFICIENCY = 0.28
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeChoice:
+    """Where `decode_device="auto"` decodes, and why.
+
+    Attributes:
+        device: "cpu", "cuda" (or "device" in tests) or "hybrid".
+        reasons: why, in words (logged, and in the loader's repr).
+        cpu_frames_per_s: the readers' decode rate measured (None: not measured).
+        device_frames_per_s: the devices' decode rate measured (None: not measured).
+    """
+
+    device: str
+    reasons: tuple[str, ...]
+    cpu_frames_per_s: float | None = None
+    device_frames_per_s: float | None = None
+
+    def describe(self) -> str:
+        if self.cpu_frames_per_s is None or self.device_frames_per_s is None:
+            return "; ".join(self.reasons)
+        return (
+            f"measured {self.cpu_frames_per_s:,.0f} frames/s on the CPU readers, "
+            f"{self.device_frames_per_s:,.0f} on the devices: {self.device}"
+        )
+
+
+def choose_by_rates(
+    cpu: float, devices: float, device_path: str = "cuda"
+) -> tuple[str, tuple[str, ...]]:
+    """The path with the highest predicted rate: `cpu`, `devices`, or hybrid at
+    HYBRID_EFFICIENCY of their sum (all in frames/s)."""
+    predicted = {
+        "cpu": cpu,
+        device_path: devices,
+        "hybrid": HYBRID_EFFICIENCY * (cpu + devices),
+    }
+    best = max(predicted, key=lambda path: predicted[path])
+    why = ", ".join(f"{path} {rate:,.0f}" for path, rate in predicted.items())
+    return best, (f"decode_device='auto' -> {best!r}, predicted frames/s: {why}",)
+
+
+def measure_decode_paths(spec: Any, device_path: str | None = None) -> DecodeChoice:
+    """Times the CPU readers and the devices decoding the first batches of `spec` (whose
+    placement leaves the cameras compressed for the devices) and chooses.
+
+    Args:
+        spec: a LoaderSpec with `placement.encoded` cameras and a `sharding`.
+        device_path: what the devices' path is called: "cuda" on GPUs, else "device"
+            (tests, where CPU devices stand in for GPUs).
+
+    Example:
+        choice = measure_decode_paths(spec)
+        print(choice.describe())
+    """
+    from jaxload.pipeline.read_batch import ReadBatch
+
+    if device_path is None:
+        gpus = all(d.platform == "gpu" for d in spec.sharding.addressable_devices)
+        device_path = "cuda" if gpus else "device"
+    cameras = spec.placement.encoded
+    read = ReadBatch(spec.for_readers(), 0)
+    batches = [
+        {cam: read.map(k)[cam] for cam in cameras}
+        for k in range(min(MEASURE_BATCHES, spec.num_batches(0) or MEASURE_BATCHES))
+    ]
+    frames = sum(v.gop_index.size for batch in batches for v in batch.values())
+    cpu = _cpu_rate(batches, frames, _reader_threads(spec))
+    devices = _device_rate(spec, batches, frames)
+    device, reasons = choose_by_rates(cpu, devices, device_path)
+    choice = DecodeChoice(device, reasons, cpu, devices)
+    log.info("%s", choice.describe())
+    return choice
+
+
+def _reader_threads(spec: Any) -> int:
+    """The threads the readers decode in: workers x read threads, at most the cores."""
+    options = spec.options
+    threads = max(1, options.num_workers) * max(1, options.read_threads)
+    return max(1, min(threads, os.cpu_count() or 1))
+
+
+def _cpu_rate(batches: list[dict], frames: int, threads: int) -> float:
+    """Frames/s of `threads` threads each decoding `batches` over and over."""
+    from jaxload.decode.frames import decode_grouped
+
+    def decode_all() -> None:
+        for batch in batches:
+            decode_grouped(list(batch.values()))
+
+    counts = [0] * threads
+    stop = threading.Event()
+
+    def run(i: int) -> None:
+        while not stop.is_set():
+            decode_all()
+            counts[i] += 1
+
+    began = time.perf_counter()
+    pool = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    stop.wait(MEASURE_S)
+    stop.set()
+    for thread in pool:
+        thread.join()
+    return sum(counts) * frames / (time.perf_counter() - began)
+
+
+def _device_rate(spec: Any, batches: list[dict], frames: int) -> float:
+    """Frames/s of the devices decoding `batches` with the loader's decode threads."""
+    import jax
+
+    from jaxload.decode.on_device import CameraRows, DeviceDecoder
+    from jaxload.pipeline import hosts
+
+    rows = np.arange(len(spec.rows))
+    shapes = {cam: spec.schema.fields[cam].shape for cam in batches[0]}
+    decoder = DeviceDecoder(spec.options.decode_threads, spec.options.worker_timeout_s)
+
+    def decode(batch: dict) -> None:
+        arrays = decoder.decode_to_global(
+            {cam: CameraRows(v, rows) for cam, v in batch.items()},
+            shapes,
+            lambda ndim: hosts.sharding_for_rank(spec.sharding, ndim),
+            spec.rows,
+            len(rows),
+        )
+        jax.block_until_ready(arrays)
+
+    try:
+        for batch in batches:  # untimed: creates the decoders
+            decode(batch)
+        passes, began = 0, time.perf_counter()
+        while time.perf_counter() - began < MEASURE_S:
+            for batch in batches:
+                decode(batch)
+            passes += 1
+        return passes * frames / (time.perf_counter() - began)
+    finally:
+        decoder.close()

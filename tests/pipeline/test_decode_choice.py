@@ -1,0 +1,108 @@
+"""decode_device="auto" by measurement (jaxload.pipeline.decode_choice): both sides timed on
+the dataset's own batches, the faster path kept and said why.
+
+No GPU here: CPU devices stand in for the GPUs (the "device" path decodes through the same
+`DeviceDecoder`), and a backend that slows one side stands in for a slow NVDEC or CPU.
+"""
+
+import jax
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jaxload
+from jaxload.decode import backend
+from jaxload.pipeline import decode_choice
+from jaxload.pipeline.decode_choice import choose_by_rates, measure_decode_paths
+from tests.decode.test_nvdec import WINDOWS, SlowOnOneSide, two_camera_dataset
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return two_camera_dataset(tmp_path_factory.mktemp("choice"))
+
+
+@pytest.mark.parametrize(
+    "cpu, devices, chosen",
+    [
+        (32964, 4718, "cpu"),  # 96x128 on the H200 host: the CPU readers 7x faster
+        (3258, 3293, "cuda"),  # 480x640 there: alike (hybrid measured slower than either)
+        (9000, 1000, "cpu"),
+        (500, 3000, "cuda"),  # few cores per GPU
+    ],
+)
+def test_the_path_predicted_fastest_is_chosen_and_the_rates_are_said(cpu, devices, chosen):
+    device, reasons = choose_by_rates(cpu, devices)
+    assert device == chosen
+    assert f"-> {chosen!r}" in reasons[0] and f"cpu {cpu:,.0f}" in reasons[0]
+    predicted = {
+        "cpu": cpu,
+        "cuda": devices,
+        "hybrid": decode_choice.HYBRID_EFFICIENCY * (cpu + devices),
+    }
+    assert predicted[chosen] == max(predicted.values())  # never the slower of two
+
+
+@pytest.mark.integration  # two seconds of timed decoding per case
+@pytest.mark.parametrize("slow, chosen", [("devices", "cpu"), ("readers", "device")])
+def test_the_measurement_finds_the_slow_side(dataset, slow, chosen):
+    """Both sides decode the same first batches for MEASURE_S each; the side slowed by the
+    backend (0.5 s per decoder, several times a batch's decode) loses."""
+    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
+    options = jaxload.PipelineOptions(num_workers=0, decode_threads=1)
+    loader = jaxload.make_loader(
+        dataset,
+        global_batch_size=8,
+        seed=3,
+        sharding=sharding,
+        delta_timestamps=WINDOWS,
+        decode_device="hybrid",
+        options=options,
+    )
+    with backend.use(SlowOnOneSide(slow, delay=0.5)):
+        choice = measure_decode_paths(loader.spec, device_path="device")
+    loader.close()
+    assert choice.device == chosen, choice
+    assert choice.cpu_frames_per_s > 0 and choice.device_frames_per_s > 0
+    assert "frames/s on the CPU readers" in choice.describe()
+
+
+@pytest.mark.integration  # two seconds of timed decoding
+def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeypatch):
+    """make_loader(decode_device="auto") where NVDEC could decode: it times both sides and
+    keeps the faster, in the spec and the repr. Mocked: the GPU probe that resolves "auto"
+    to "hybrid" (no GPU here); CPU devices decode in its place."""
+    from jaxload.pipeline import make_loader as make_loader_module
+
+    monkeypatch.setattr(
+        make_loader_module,
+        "resolve_decode_device",
+        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
+    )
+    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
+    kw = dict(global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS)
+    options = jaxload.PipelineOptions(num_workers=0, decode_threads=1)
+    with backend.use(SlowOnOneSide("devices", delay=0.5)):
+        loader = jaxload.make_loader(dataset, decode_device="auto", options=options, **kw)
+    with loader:
+        assert loader.spec.decode_choice.device == "cpu"
+        assert loader.options.decode_device == "cpu" and loader.spec.placement.encoded == ()
+        assert "decode=cpu (auto: measured" in repr(loader)
+        reference = jaxload.make_loader(dataset, options=options, **kw)
+        with reference:
+            for _ in range(3):
+                got, want = next(loader), next(reference)
+                for key in want:
+                    assert (jax.numpy.asarray(got[key]) == jax.numpy.asarray(want[key])).all()
+
+
+def test_auto_without_a_gpu_says_why_it_decodes_on_the_cpu(dataset):
+    """No GPU: "auto" is "cpu", and the loader says so where a user looks (not only a log
+    line, which a root logger set up by absl hides)."""
+    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
+    options = jaxload.PipelineOptions(num_workers=0, decode_device="auto")
+    with jaxload.make_loader(
+        dataset, global_batch_size=8, sharding=sharding, options=options
+    ) as loader:
+        assert loader.spec.decode_choice.device == "cpu"
+        assert "decode=cpu (auto: decode on CPU: no GPU)" in repr(loader)

@@ -1,0 +1,134 @@
+"""Mixtures of datasets that differ (issue 34), with in-memory datasets in one process:
+cameras of different sizes meeting under one key after a resize, per-source image
+transforms, cameras named per source (the others left out), and the mixture table.
+Converted datasets: tests/pipeline/test_cross_embodiment.py."""
+
+from __future__ import annotations
+
+import logging
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import jaxload
+from jaxload import DatasetSource, PipelineOptions
+from jaxload.transforms import ImageTransforms, RandomResizedCrop, Resize
+from tests.support.fake_dataset import FakeDataset
+
+CAM = "observation.images.top"
+
+
+def _loader(sources, **kw):
+    kw.setdefault("options", PipelineOptions(num_workers=0))
+    return jaxload.make_loader(sources, host_index=0, host_count=1, **kw)
+
+
+def _datasets():
+    small = FakeDataset([5, 7], cameras={CAM: (6, 8, 3)}, state_dim=3, salt="a")
+    large = FakeDataset([9, 4], cameras={CAM: (12, 20, 3), "wrist": (6, 8, 3)}, salt="b")
+    return small, large
+
+
+def test_cameras_of_different_sizes_share_a_key_after_the_loaders_resize():
+    small, large = _datasets()
+    with pytest.raises(ValueError, match=r"'observation.images.top' has shapes .*Resize"):
+        _loader([small, large], global_batch_size=4)
+    steps = [RandomResizedCrop((4, 4), scale=(0.5, 1.0))]
+    loader = _loader([small, large], global_batch_size=6, seed=3, image_transforms=steps)
+    batch = next(loader)
+    assert batch[CAM].shape == (6, 4, 4, 3) and batch["wrist"].shape == (6, 4, 4, 3)
+    assert batch["observation.state"].shape == (6, 4)
+    assert batch["observation.state_dim_is_pad"].shape == (6, 4)
+    # each row is its own dataset's frame, transformed as ImageTransforms.apply does it
+    positions = np.arange(6)
+    ids, ds_pos = loader.stream.locate(positions)
+    augment = ImageTransforms(steps)
+    for row, (d, p) in enumerate(zip(ids, ds_pos, strict=True)):
+        raw = [small, large][d][int(p)][CAM][None]
+        want = augment.apply_frames(CAM, raw, positions[row : row + 1], 3)
+        assert np.array_equal(batch[CAM][row], want[0]), row
+    assert np.array_equal(batch["wrist_is_pad"], ids == 0)
+    assert not batch["wrist"][ids == 0].any()
+    assert loader.element_spec[CAM].shape == (6, 4, 4, 3)
+
+
+def test_a_sources_own_transforms_run_before_the_loaders_and_draw_apart():
+    small, large = _datasets()
+    sources = [
+        DatasetSource(small),
+        DatasetSource(large, image_transforms=[RandomResizedCrop((6, 8), scale=(0.5, 1.0))]),
+    ]
+    # cameras of one size after the source's crop: the loader's transforms may run on devices
+    loader = _loader(sources, global_batch_size=6, seed=1, keys=[CAM, "dataset_index"])
+    batch = next(loader)
+    assert batch[CAM].shape == (6, 6, 8, 3)
+    ids, ds_pos = loader.stream.locate(np.arange(6))
+    own = ImageTransforms([RandomResizedCrop((6, 8), scale=(0.5, 1.0))], stream_prefix="dataset1:")
+    for row in np.flatnonzero(ids == 1):
+        raw = large[int(ds_pos[row])][CAM][None]
+        want = own.apply_frames(CAM, raw, np.array([row]), 1)
+        assert np.array_equal(batch[CAM][row], want[0])
+    for row in np.flatnonzero(ids == 0):  # untouched
+        assert np.array_equal(batch[CAM][row], small[int(ds_pos[row])][CAM])
+    with pytest.raises(ValueError, match=r"keys \['nope'\] are not cameras of this dataset"):
+        _loader(
+            [
+                DatasetSource(
+                    large, image_transforms=ImageTransforms([Resize((4, 4))], keys=["nope"])
+                )
+            ],
+            global_batch_size=2,
+        )
+
+
+def test_device_transforms_need_one_size_per_key():
+    small, large = _datasets()
+    mesh = jax.make_mesh((1,), ("data",))
+    with pytest.raises(ValueError, match=r"must have one size.*DatasetSource\(image_transforms"):
+        _loader(
+            [small, large],
+            global_batch_size=4,
+            sharding=NamedSharding(mesh, P("data")),
+            image_transforms=[Resize((4, 4))],
+            image_transforms_on="device",
+        )
+
+
+def test_cameras_name_a_sources_cameras_and_leave_the_others_out():
+    small, large = _datasets()
+    sources = [
+        DatasetSource(small, cameras={"primary": CAM, "wrist_cam": None}),
+        DatasetSource(large, cameras={"primary": "wrist", "wrist_cam": CAM}),
+    ]
+    loader = _loader(sources, global_batch_size=6, image_transforms=[Resize((4, 4))])
+    batch = next(loader)
+    assert CAM not in batch and "wrist" not in batch
+    assert batch["primary"].shape == batch["wrist_cam"].shape == (6, 4, 4, 3)
+    ids = batch["dataset_index"]
+    assert np.array_equal(batch["wrist_cam_is_pad"], ids == 0)
+    assert "primary_is_pad" not in batch  # every dataset has it
+    with pytest.raises(ValueError, match=r"cameras names \['nope'\], which this dataset"):
+        _loader([DatasetSource(small, cameras={"primary": "nope"})], global_batch_size=2)
+    with pytest.raises(ValueError, match="names 'wrist' for both"):
+        DatasetSource(large, cameras={"a": "wrist", "b": "wrist"})
+
+
+def test_the_mixture_table_is_logged_at_start(caplog):
+    small, large = _datasets()
+    with caplog.at_level(logging.INFO, logger="jaxload.mixture"):
+        loader = _loader(
+            [small, large],
+            global_batch_size=4,
+            image_transforms=[Resize((4, 4))],
+            weights=jaxload.MixtureWeights(by="episodes"),
+        )
+    table = loader.mixture_table()
+    assert table in caplog.text
+    lines = table.splitlines()
+    assert lines[0].split()[:3] == ["dataset", "episodes", "frames"]
+    assert "50.00%" in lines[1] and "50.00%" in lines[2]  # two episodes each
+    # epochs per 1M samples: share x 1e6 / anchors (12 and 13 frames)
+    assert f"{0.5e6 / 12:,.1f}" in lines[1] and f"{0.5e6 / 13:,.1f}" in lines[2]
