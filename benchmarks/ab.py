@@ -181,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                 remote = {"cache_bytes": int(args.cache_fraction * shards), "log_every_s": 0}
             kinds = [args.only] if args.only else ["numpy", "sharded"]
             runs: dict[str, dict[str, list[float]]] = {k: {"head": [], "base": []} for k in kinds}
+            # CPU ms per batch of the measuring process (read threads included): steadier
+            # than samples/s on a machine shared with other work.
+            cpu: dict[str, dict[str, list[float]]] = {k: {"head": [], "base": []} for k in kinds}
             for r in range(args.rounds):
                 for kind in kinds:
                     order = [("head", REPO_ROOT), ("base", base)]
@@ -197,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                         }
                         got = measure(tree, config, args.devices)
                         runs[kind][side].append(got["samples_per_s"])
+                        cpu[kind][side].append(got["cpu_ms_per_batch"])
                     head, old = runs[kind]["head"][-1], runs[kind]["base"][-1]
                     print(
                         f"round {r + 1} {kind}: head {head:.0f}, base {base_sha} {old:.0f} "
@@ -218,10 +222,12 @@ def main(argv: list[str] | None = None) -> int:
             f"  {kind}: head/base median {statistics.median(ratios):.3f} "
             f"(rounds {', '.join(f'{x:.3f}' for x in ratios)}); head "
             f"{statistics.median(sides['head']):.0f}, base {statistics.median(sides['base']):.0f} "
-            "samples/s"
+            f"samples/s; CPU per batch: head {statistics.median(cpu[kind]['head']):.1f}, base "
+            f"{statistics.median(cpu[kind]['base']):.1f} ms"
         )
     if args.out:
-        args.out.write_text(json.dumps({"base": base_sha, "where": where, "runs": runs}, indent=2))
+        doc = {"base": base_sha, "where": where, "runs": runs, "cpu_ms_per_batch": cpu}
+        args.out.write_text(json.dumps(doc, indent=2))
     return 0
 
 

@@ -360,6 +360,10 @@ def read_parquet(path: Path, where: str | None = None) -> pa.Table:
     if not Path(path).is_file():
         raise SourceError(f"{where}: missing")
     try:
-        return pq.read_table(path)
+        # ParquetFile.read, not read_table: the dataset API read_table goes through costs
+        # ~0.3 ms of CPU per row group, and lerobot writes one per episode (a data file of
+        # 10,000 episodes: 2.7 s of CPU against 0.5 s).
+        with pq.ParquetFile(path) as file:
+            return file.read()
     except Exception as e:  # pyarrow raises several types for corrupt files
         raise SourceError(f"{where}: unreadable parquet ({e})") from e

@@ -147,6 +147,17 @@ def test_a_process_reads_a_table_once_while_it_is_used(converted, tmp_path):
         jaxload.open(path)
 
 
+def test_make_loader_reuses_the_tables_of_an_opened_dataset(converted):
+    ds = jaxload.open(converted[0])
+    kw = dict(global_batch_size=4, host_index=0, host_count=1)
+    with jaxload.make_loader(converted[0], **kw) as by_path:  # the same file: no second copy
+        opened = by_path.spec.datasets[0]
+        assert opened._episodes is ds._episodes and opened._tasks is ds._tasks
+    with jaxload.make_loader(ds, **kw) as given:
+        assert given.spec.datasets[0] is ds
+        next(given)
+
+
 def test_a_dataset_pickles_as_a_reference_to_shared_columns(converted, tmp_path):
     path = tmp_path / "ds"
     shutil.copytree(converted[0], path)

@@ -1,0 +1,408 @@
+"""jaxload at DROID's scale: open, make_loader, first batch and memory at DROID's shape and
+at 100k episodes; conversion memory and time per episode from 1k to 100k episodes.
+
+    python benchmarks/bench_scale.py open --base 72e4184 --repeats 3
+    python benchmarks/bench_scale.py open --datasets droid 100k empty --workers 0 --repeats 5
+    python benchmarks/bench_scale.py convert --episodes 1000 10000 --base 72e4184 --repeats 2
+    python benchmarks/bench_scale.py convert --episodes 100000 --repeats 1 --tag convert-100k
+    python benchmarks/bench_scale.py convert --episodes 10000 --per-file 1000 10000 \
+        --first 2000 --base 72e4184 --repeats 1 --tag convert-per-file
+
+`open` measures, each run in a fresh process (jax imported first, as in a trainer):
+`jaxload.open(path)`, then `make_loader(path, ...)` (batches of 32, a 16-step action
+window), its first batch and 50 more batches, wall and CPU seconds, the RSS of the
+training process, and the pickled dataset's size (what Grain sends each worker). Each
+dataset runs with the default options (on 2 cores: no worker process), then with
+`--workers` worker processes for the RSS of each worker, compared with the same worker
+reading the tiny template dataset (`empty`: the modules and buffers every worker has).
+Datasets (benchmarks/scale_data.py, cached under --cache):
+
+* `droid`: DROID's counts (92,233 episodes, 27 M frames, 3 cameras, 20.4 M GOP records),
+  metadata from a real conversion, only shard 0 written: read in source order
+  (`shuffle=False`);
+* `100k`: a real conversion of a LeRobot source of 100,000 episodes (lengths 4..12,
+  one 32x32 camera), read shuffled.
+
+`convert` converts LeRobot sources (tabular, or `--cameras 1`: a 32x32 camera) of N
+episodes, `--per-file` episodes per data file, with `--workers` processes, each in a fresh
+process, and reports wall time, CPU per episode (converter and workers), the peak RSS of
+the converter's main process and of its largest worker, and `jaxload stats` on the
+result (the stats pass convert ends with) per frame record.
+
+`--base REV` runs every measurement with the tree of another commit too (a temporary git
+worktree, as benchmarks/ab.py), alternating which side goes first; both sides read the
+same datasets. Results go to benchmarks/results_scale.json, under the subcommand's name
+(or `--tag`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import numpy as np  # noqa: E402
+
+from benchmarks import scale_data  # noqa: E402
+from benchmarks.ab import checkout  # noqa: E402
+
+DEFAULT_CACHE = REPO_ROOT / "runs" / "scale"
+RESULTS = REPO_ROOT / "benchmarks" / "results_scale.json"
+
+# Both sides import their own tree, converters included (the installed package maps
+# jaxload.converters to one checkout's converters/: run with a venv installed from this
+# tree; benchmarks.ab.checkout links the base tree's).
+CHECK_TREE = r"""
+import jaxload, jaxload.converters
+for module in (jaxload, jaxload.converters):
+    if not os.path.realpath(module.__file__).startswith(os.path.realpath(os.getcwd())):
+        sys.exit(f"{module.__name__} imports from {module.__file__}, not this tree {os.getcwd()}")
+"""
+
+# One side's measurement of a loader, in a fresh process with its tree first on sys.path.
+MEASURE_OPEN = (
+    r"""
+import json, os, pickle, resource, sys, time
+sys.path.insert(0, os.getcwd())
+import psutil
+args = json.loads(sys.argv[1])
+me = psutil.Process()
+import jax  # a JAX trainer has it imported
+began = time.perf_counter()
+import jaxload
+out = {"import_s": time.perf_counter() - began}
+"""
+    + CHECK_TREE
+    + r"""
+out["load_before"] = os.getloadavg()[0]
+if args["open"]:
+    began, cpu = time.perf_counter(), time.process_time()
+    ds = jaxload.open(args["path"])
+    out["open_s"], out["open_cpu_s"] = time.perf_counter() - began, time.process_time() - cpu
+    out["rss_after_open"] = me.memory_info().rss
+began, cpu = time.perf_counter(), time.process_time()
+loader = jaxload.make_loader(
+    args["path"], global_batch_size=args["batch_size"], seed=0, shuffle=args["shuffle"],
+    delta_timestamps={"action": [k / args["fps"] for k in range(16)]},
+    options=jaxload.PipelineOptions(num_workers=args["workers"]), host_index=0, host_count=1)
+out["make_loader_s"] = time.perf_counter() - began
+out["make_loader_cpu_s"] = time.process_time() - cpu
+began, cpu = time.perf_counter(), time.process_time()
+next(loader)
+out["first_batch_s"] = time.perf_counter() - began
+out["first_batch_cpu_s"] = time.process_time() - cpu  # this process's threads only
+began = time.perf_counter()
+for _ in range(args["batches"]):
+    next(loader)
+out["samples_per_s"] = args["batches"] * args["batch_size"] / (time.perf_counter() - began)
+workers = [p for p in me.children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+out["rss"] = me.memory_info().rss
+out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+out["worker_rss"] = [p.memory_info().rss for p in workers]
+out["worker_pss"] = [p.memory_full_info().pss for p in workers]
+out["load_after"] = os.getloadavg()[0]
+loader.close()
+if args["open"]:  # what Grain sends each worker of it (after the RSS figures: it is a copy)
+    out["pickle_bytes"] = len(pickle.dumps(ds))
+print(json.dumps(out))
+"""
+)
+
+# One side's conversion, in a fresh process.
+MEASURE_CONVERT = (
+    r"""
+import json, os, resource, sys, time
+sys.path.insert(0, os.getcwd())
+args = json.loads(sys.argv[1])
+"""
+    + CHECK_TREE
+    + r"""
+from jaxload.converters.convert import convert
+import jaxload.stats
+def cpu():
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+out0 = {"load_before": os.getloadavg()[0]}
+began, cpu_before = time.perf_counter(), cpu()  # imports excluded
+convert(args["src"], args["out"], workers=args["workers"], progress=False, episodes=args["episodes"])
+out = {**out0, "convert_s": time.perf_counter() - began, "cpu_s": cpu() - cpu_before}
+out["load_after"] = os.getloadavg()[0]
+out["main_peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+out["worker_peak_rss"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+with open(os.path.join(args["out"], "meta", "info.json")) as f:
+    out["frames"] = json.load(f)["total_frames"]
+began = time.perf_counter()
+jaxload.stats.compute_stats(args["out"])
+out["stats_s"] = time.perf_counter() - began
+print(json.dumps(out))
+"""
+)
+
+
+def run_side(script: str, tree: Path, config: dict, timeout: float = 3600) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(config)],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+    if done.returncode:
+        raise RuntimeError(f"{tree}: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def sides(base: str | None, scratch: Path) -> list[tuple[str, Path]]:
+    out = [("head", REPO_ROOT)]
+    if base:
+        out.append((f"base {base}", checkout(base, scratch)))
+    return out
+
+
+# --- datasets ------------------------------------------------------------------------------
+
+
+def template(cache: Path) -> Path:
+    """The converted template of the DROID-shaped dataset (and the 'empty worker' dataset)."""
+    from jaxload.converters.convert import convert
+
+    out = cache / "droid-template"
+    if not out.exists():
+        src = cache / "droid-template-src"
+        if not src.exists():
+            scale_data.write_template_source(src)
+        convert(src, out, workers=1, progress=False)
+    return out
+
+
+def droid(cache: Path) -> Path:
+    out = cache / "droid"
+    if not out.exists():
+        scale_data.write_droid_shaped(out, template(cache))
+    return out
+
+
+def lerobot_source(cache: Path, episodes: int, per_file: int, cameras: int) -> Path:
+    """A LeRobot source of `episodes` episodes of 4..12 frames (seeded)."""
+    path = cache / f"src-{episodes}ep-{per_file}perfile-{cameras}cam"
+    if not path.exists():
+        lengths = np.random.default_rng(0).integers(2, 7, episodes) * 2  # even: whole GOPs
+        cams = {f"observation.images.cam{i}": (32, 32) for i in range(cameras)}
+        tmp = path.with_name(path.name + ".tmp")
+        if tmp.exists():
+            import shutil
+
+            shutil.rmtree(tmp)
+        began = time.perf_counter()
+        scale_data.write_lerobot_source(
+            tmp, lengths=lengths, episodes_per_file=per_file, cameras=cams
+        )
+        tmp.rename(path)
+        print(f"wrote {path} in {time.perf_counter() - began:.0f} s", flush=True)
+    return path
+
+
+def converted_100k(cache: Path) -> Path:
+    from jaxload.converters.convert import convert
+
+    out = cache / "100k-1cam"
+    if not out.exists():
+        src = lerobot_source(cache, 100_000, 1000, 1)
+        began = time.perf_counter()
+        convert(src, out, workers=2, progress=False)
+        print(f"converted {out} in {time.perf_counter() - began:.0f} s", flush=True)
+    return out
+
+
+# --- subcommands ---------------------------------------------------------------------------
+
+
+def cmd_open(args) -> dict:
+    datasets = {}
+    if "droid" in args.datasets:
+        datasets["droid"] = (droid(args.cache), False, scale_data.DROID_FPS)
+    if "100k" in args.datasets:
+        datasets["100k"] = (converted_100k(args.cache), True, 15)
+    if "empty" in args.datasets:
+        datasets["empty"] = (template(args.cache), True, scale_data.DROID_FPS)
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="jaxload-scale-") as scratch:
+        trees = sides(args.base, Path(scratch))
+        try:
+            for r in range(args.repeats):
+                for side, tree in trees if r % 2 == 0 else trees[::-1]:
+                    for name, (path, shuffle, fps) in datasets.items():
+                        # The defaults (on 2 cores: no worker process) for the times and the
+                        # trainer, then `--workers` worker processes for their memory.
+                        for workers in [None, args.workers][: 2 if args.workers else 1]:
+                            config = dict(path=str(path), open=True, shuffle=shuffle, fps=fps,
+                                          workers=workers, batch_size=32, batches=args.batches)  # fmt: skip
+                            got = run_side(MEASURE_OPEN, tree, config)
+                            key = f"{name}, {'default' if workers is None else workers} workers"
+                            results.setdefault(key, {}).setdefault(side, []).append(got)
+                            print(f"round {r + 1} {key} {side}: {_brief(got)}", flush=True)
+        finally:
+            _remove_worktrees(trees)
+    _print_open(results, args.workers)
+    return results
+
+
+def cmd_convert(args) -> dict:
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="jaxload-scale-", dir=args.cache) as scratch:
+        trees = sides(args.base, Path(scratch))
+        try:
+            for episodes in args.episodes:
+                for per_file in args.per_file:
+                    src = lerobot_source(
+                        args.cache, episodes, min(per_file, episodes), args.cameras
+                    )
+                    first = min(args.first or episodes, episodes)
+                    name = f"{episodes} episodes, {min(per_file, episodes)} per file, {args.cameras} cam"
+                    name += f", the first {first}" if first < episodes else ""
+                    for r in range(args.repeats):
+                        for side, tree in trees if r % 2 == 0 else trees[::-1]:
+                            out = Path(scratch) / f"out-{len(results)}-{r}-{side.split()[0]}"
+                            selection = f"0-{first - 1}" if first < episodes else None
+                            config = dict(src=str(src), out=str(out), workers=args.workers,
+                                          episodes=selection)  # fmt: skip
+                            got = run_side(MEASURE_CONVERT, tree, config)
+                            got |= {"episodes": first}
+                            results.setdefault(name, {}).setdefault(side, []).append(got)
+                            print(f"{name} {side}: {_brief_convert(got)}", flush=True)
+                            import shutil
+
+                            shutil.rmtree(out, ignore_errors=True)
+        finally:
+            _remove_worktrees(trees)
+    _print_convert(results)
+    return results
+
+
+def _remove_worktrees(trees) -> None:
+    for _, tree in trees[1:]:
+        subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(tree)], check=False
+        )
+
+
+def _mb(x: float) -> str:
+    return f"{x / 2**20:,.0f} MB"
+
+
+def _brief(got: dict) -> str:
+    workers = ", ".join(_mb(w) for w in got["worker_rss"])
+    return (
+        f"open {got.get('open_s', 0):.2f} s, make_loader {got['make_loader_s']:.2f} s, first batch "
+        f"{got['first_batch_s']:.2f} s, RSS {_mb(got['rss'])} (peak {_mb(got['peak_rss'])}), "
+        f"workers {workers}"
+    )
+
+
+def _brief_convert(got: dict) -> str:
+    return (
+        f"{got['convert_s']:.1f} s, {1000 * got['cpu_s'] / got['episodes']:.2f} CPU ms/episode, "
+        f"main peak RSS {_mb(got['main_peak_rss'])}, worker peak {_mb(got['worker_peak_rss'])}, "
+        f"stats {got['stats_s']:.1f} s ({1e6 * got['stats_s'] / got['frames']:.1f} us/frame)"
+    )
+
+
+def _print_convert(results: dict) -> None:
+    """Medians per conversion and side; CPU per episode relative to the first conversion."""
+    first: dict = {}
+    for name, by_side in results.items():
+        for side, runs in by_side.items():
+            cpu = statistics.median(1000 * r["cpu_s"] / r["episodes"] for r in runs)
+            first.setdefault(side, cpu)
+            stats = statistics.median(1e6 * r["stats_s"] / r["frames"] for r in runs)
+            print(
+                f"{name} {side}: {cpu:.2f} CPU ms/episode ({cpu / first[side]:.2f}x the first), "
+                f"main peak RSS {_mb(statistics.median(r['main_peak_rss'] for r in runs))}, "
+                f"worker peak {_mb(statistics.median(r['worker_peak_rss'] for r in runs))}, "
+                f"stats pass {stats:.1f} us per frame (medians of {len(runs)}; load average "
+                f"{min(r.get('load_before', 0) for r in runs):.1f}-"
+                f"{max(r.get('load_after', 0) for r in runs):.1f})"
+            )
+
+
+def _print_open(results: dict, workers: int) -> None:
+    def median(runs, key):
+        return statistics.median(key(r) for r in runs)
+
+    empty = results.get(f"empty, {workers} workers", {})
+    empty = {s: median(runs, lambda r: max(r["worker_rss"])) for s, runs in empty.items()}
+    for name, by_side in results.items():
+        for side, runs in by_side.items():
+            line = (
+                f"{name} {side}: open {median(runs, lambda r: r['open_s']):.2f} s "
+                f"({median(runs, lambda r: r.get('open_cpu_s', 0)):.2f} s CPU), make_loader "
+                f"{median(runs, lambda r: r['make_loader_s']):.2f} s "
+                f"({median(runs, lambda r: r.get('make_loader_cpu_s', 0)):.2f} s CPU), first "
+                f"batch {median(runs, lambda r: r['first_batch_s']):.2f} s, then "
+                f"{median(runs, lambda r: r['samples_per_s']):,.0f} samples/s, trainer RSS "
+                f"{_mb(median(runs, lambda r: r['rss']))} (peak "
+                f"{_mb(median(runs, lambda r: r['peak_rss']))})"
+            )
+            if runs[0]["worker_rss"] and side in empty:
+                worker = median(runs, lambda r: max(r["worker_rss"]))
+                line += f", largest worker {_mb(worker)} = empty + {_mb(worker - empty[side])}"
+            if "pickle_bytes" in runs[0]:
+                line += f", pickles to {runs[0]['pickle_bytes'] / 1e3:,.0f} KB"
+            loads = [r.get("load_before", 0) for r in runs]
+            print(
+                f"{line} (medians of {len(runs)}; load average {min(loads):.1f}-{max(loads):.1f})"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("open", "convert"))
+    parser.add_argument("--base", default=None, help="git revision to measure side by side")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--workers", type=int, default=2,
+        help="convert: processes; open: worker processes of the memory runs (0: none)",
+    )  # fmt: skip
+    parser.add_argument("--batches", type=int, default=50)
+    parser.add_argument(
+        "--datasets", nargs="+", choices=("droid", "100k", "empty"),
+        default=["droid", "100k", "empty"], help="open: which datasets",
+    )  # fmt: skip
+    parser.add_argument("--episodes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--per-file", type=int, nargs="+", default=[1000])
+    parser.add_argument("--cameras", type=int, default=0)
+    parser.add_argument("--first", type=int, default=None, help="convert: only these episodes")
+    parser.add_argument("--tag", default=None, help="its key in the results file (default: what)")
+    args = parser.parse_args(argv)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    from jaxload.tools import bench
+
+    results = cmd_open(args) if args.what == "open" else cmd_convert(args)
+    doc = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    doc[args.tag or args.what] = {
+        "command": "python benchmarks/bench_scale.py " + " ".join(argv or sys.argv[1:]),
+        "machine": bench.machine_info(),
+        "when": time.strftime("%Y-%m-%d %H:%M"),
+        "results": results,
+    }
+    RESULTS.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
