@@ -2,7 +2,8 @@
 CPU-worker limits, and the loader on each path feeding a jitted step.
 
     python benchmarks/bench_gpu.py                                   # on a GPU machine
-    python benchmarks/bench_gpu.py --device device --sizes small --quick   # dry run on CPU
+    python benchmarks/bench_gpu.py --device device --sizes small --quick --tiny  # CPU dry run
+    bash scripts/gpu_check.sh          # the project's GPU command: tests, then this per size
 
 For each size (small 96x128, policy 224x224, large 480x640; two cameras; LeRobot AV1
 sources converted to H.264 with the default GOP; `--hevc` adds HEVC conversions to the
@@ -20,7 +21,9 @@ accuracy check) it reports:
    growth of the devices' memory in use over the run.
 
 The ratios the issue asks for (NVDEC loader / NVDEC limit, hybrid / (CPU + NVDEC limits),
-auto / best) are printed at the end; everything goes to benchmarks/results_gpu.json.
+auto / best) are printed at the end; everything goes to benchmarks/results_gpu.json, which
+is rewritten after every stage, so a size cut short by --deadline keeps what it measured
+(`summarize` makes the figures of whatever stages there are).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,6 +43,9 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 SIZES = {"small": (96, 128, 50), "policy": (224, 224, 24), "large": (480, 640, 12)}
+# --tiny: 4 episodes of 10-80 frames (~170 frames) instead of the size's: a dry run's
+# dataset, generated and converted in seconds (the small one takes ~2 minutes on 2 cores).
+TINY = {"episodes": 4, "min_length": 10, "max_length": 80}
 WINDOWS = {
     "action": [k / 30 for k in range(16)],
     "observation.state": [-2 / 30, -1 / 30, 0.0],
@@ -56,14 +63,24 @@ def main(argv: list[str] | None = None) -> int:
     flags.FLAGS.mark_as_parsed()
     if args.deadline:  # a stall becomes every thread's stack in the log, not a silent kill
         faulthandler.dump_traceback_later(args.deadline, exit=True)
-    results = []
+    results: list[dict] = []
     for name in args.sizes:
         codecs = datasets(name, args)
-        results.append(bench_size(name, codecs["h264"], codecs, args))
+        done = bench_size(
+            name, codecs["h264"], codecs, args, save=lambda out: write(args.out, [*results, out])
+        )
+        results.append(done)
         print(json.dumps(results[-1]["summary"]), flush=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write(args.out, results)
     print(f"wrote {args.out}")
     return 0
+
+
+def write(path: Path, results: list[dict]) -> None:
+    """The results so far, replacing the file whole (a deadline may stop the process)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(results, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -80,6 +97,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--hevc", action="store_true", help="also check HEVC conversions' accuracy")
     p.add_argument("--quick", action="store_true", help="a few seconds per path (dry runs)")
+    p.add_argument(
+        "--tiny", action="store_true", help="a dataset of 4 short episodes per size (dry runs)"
+    )
     p.add_argument("--cache", default=str(REPO_ROOT / "runs" / "bench"))
     p.add_argument(
         "--datasets", type=Path, default=None, help="converted datasets carried to a GPU host"
@@ -104,14 +124,19 @@ def datasets(name: str, args: argparse.Namespace) -> dict[str, Path]:
         return {c: path for c, path in found.items() if c == "h264" or path.is_dir()}
     from benchmarks.bench_data import DatasetSpec, prepare
 
-    spec = DatasetSpec(name, *SIZES[name])
+    height, width, episodes = SIZES[name]
+    extent = TINY if args.tiny else {"episodes": episodes}
+    spec = DatasetSpec(name, height, width, **extent)
     out = {"h264": prepare(spec, Path(args.cache))[1]}
     if args.hevc:
         out["hevc"] = prepare(spec, Path(args.cache), video_codec="hevc")[1]
     return out
 
 
-def bench_size(name: str, dataset: Path, codecs: dict, args: argparse.Namespace) -> dict:
+def bench_size(
+    name: str, dataset: Path, codecs: dict, args: argparse.Namespace, save=lambda out: None
+) -> dict:
+    """Every stage on one size; `save(out)` after each (what a deadline leaves)."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -120,51 +145,68 @@ def bench_size(name: str, dataset: Path, codecs: dict, args: argparse.Namespace)
     mesh = jax.make_mesh((jax.device_count(),), ("data",), axis_types=auto)
     sharding = NamedSharding(mesh, P("data"))
     out = {"size": name, "devices": [str(d) for d in jax.devices()]}
-    out["accuracy_max_abs"] = (
+
+    def stage(label: str, value, key: str | None = None) -> None:
+        if key is not None:
+            out[key] = value
+        _progress(name, label, value)
+        out["summary"] = summarize(out)
+        save(out)
+
+    accuracy_max_abs = (
         {}
         if args.skip_accuracy
         else {c: accuracy(path, sharding, args) for c, path in codecs.items()}
     )
-    _progress(name, "accuracy", out["accuracy_max_abs"])
-    out["nvdec_limit_frames_per_s"] = device_limit(dataset, sharding, args)
-    _progress(name, "nvdec limit frames/s", out["nvdec_limit_frames_per_s"])
-    out["nvdec_one_thread_frames_per_s"] = (
-        0.0 if args.skip_one_thread else device_limit(dataset, sharding, args, threads=1)
-    )
-    _progress(name, "nvdec one thread frames/s", out["nvdec_one_thread_frames_per_s"])
-    out["cpu_limit_samples_per_s"] = loader_run(dataset, sharding, "cpu", args, step=False)[
-        "samples_per_s"
-    ]
-    _progress(name, "cpu limit samples/s", out["cpu_limit_samples_per_s"])
-    paths = ("device", "hybrid", "cpu") if args.device == "device" else PATHS
+    stage("accuracy", accuracy_max_abs, "accuracy_max_abs")
+    limit = device_limit(dataset, sharding, args)
+    stage("nvdec limit frames/s", limit, "nvdec_limit_frames_per_s")
+    one = 0.0 if args.skip_one_thread else device_limit(dataset, sharding, args, threads=1)
+    stage("nvdec one thread frames/s", one, "nvdec_one_thread_frames_per_s")
+    cpu = loader_run(dataset, sharding, "cpu", args, step=False)["samples_per_s"]
+    stage("cpu limit samples/s", cpu, "cpu_limit_samples_per_s")
     out["loader"] = {}
-    for path in paths:
+    for path in ("device", "hybrid", "cpu") if args.device == "device" else PATHS:
         out["loader"][path] = loader_run(dataset, sharding, path, args)
-        _progress(name, f"loader {path}", out["loader"][path])
-    frames_per_sample = 3  # two top frames and one wrist frame
-    nvdec = out["nvdec_limit_frames_per_s"] / frames_per_sample
-    cpu = out["cpu_limit_samples_per_s"]
-    gpu_path = out["loader"]["cuda" if "cuda" in out["loader"] else "device"]["samples_per_s"]
-    best = max(r["samples_per_s"] for p, r in out["loader"].items() if p != "auto")
-    summary = {
-        "size": name,
-        "accuracy_max_abs": out["accuracy_max_abs"],
-        "nvdec_loader_vs_limit": gpu_path / nvdec,
-        "nvdec_frames_per_s": {
-            "all_threads": round(out["nvdec_limit_frames_per_s"]),
-            "one_thread": round(out["nvdec_one_thread_frames_per_s"]),
-        },
-        "hybrid_vs_sum_of_limits": out["loader"]["hybrid"]["samples_per_s"] / (nvdec + cpu),
-        "samples_per_s": {p: round(r["samples_per_s"]) for p, r in out["loader"].items()},
-        "wait_fraction": {p: round(r["wait_fraction"], 3) for p, r in out["loader"].items()},
-        "first_batch_s": {p: round(r["first_batch_s"], 2) for p, r in out["loader"].items()},
-        "memory_growth": {p: r["memory_growth"] for p, r in out["loader"].items()},
-        "readers_share": {p: r["decode_share_readers"] for p, r in out["loader"].items()},
-    }
-    if "auto" in out["loader"]:
-        summary["auto_vs_best"] = out["loader"]["auto"]["samples_per_s"] / best
-    out["summary"] = summary
+        stage(f"loader {path}", out["loader"][path])
     return out
+
+
+FRAMES_PER_SAMPLE = 3  # two top frames and one wrist frame (WINDOWS)
+
+
+def summarize(out: dict) -> dict:
+    """The figures of one size's results, as far as its stages went: accuracy, the NVDEC
+    and CPU limits, each loader path, and the ratios the issue asks for."""
+    summary: dict = {"size": out["size"]}
+    if "accuracy_max_abs" in out:
+        summary["accuracy_max_abs"] = out["accuracy_max_abs"]
+    loader = out.get("loader", {})
+    nvdec = out.get("nvdec_limit_frames_per_s")
+    gpu_path = loader.get("cuda", loader.get("device"))
+    if nvdec and gpu_path:
+        summary["nvdec_loader_vs_limit"] = gpu_path["samples_per_s"] / (nvdec / FRAMES_PER_SAMPLE)
+    if nvdec is not None:
+        summary["nvdec_frames_per_s"] = {"all_threads": round(nvdec)}
+        if "nvdec_one_thread_frames_per_s" in out:
+            one = out["nvdec_one_thread_frames_per_s"]
+            summary["nvdec_frames_per_s"]["one_thread"] = round(one)
+    cpu = out.get("cpu_limit_samples_per_s")
+    if cpu is not None:
+        summary["cpu_limit_samples_per_s"] = round(cpu)
+    if "hybrid" in loader and nvdec and cpu is not None:
+        sum_of_limits = nvdec / FRAMES_PER_SAMPLE + cpu
+        summary["hybrid_vs_sum_of_limits"] = loader["hybrid"]["samples_per_s"] / sum_of_limits
+    if loader:
+        summary["samples_per_s"] = {p: round(r["samples_per_s"]) for p, r in loader.items()}
+        summary["wait_fraction"] = {p: round(r["wait_fraction"], 3) for p, r in loader.items()}
+        summary["first_batch_s"] = {p: round(r["first_batch_s"], 2) for p, r in loader.items()}
+        summary["memory_growth"] = {p: r["memory_growth"] for p, r in loader.items()}
+        summary["readers_share"] = {p: r["decode_share_readers"] for p, r in loader.items()}
+    best = [r["samples_per_s"] for p, r in loader.items() if p != "auto"]
+    if "auto" in loader and best:
+        summary["auto_vs_best"] = loader["auto"]["samples_per_s"] / max(best)
+    return summary
 
 
 def _progress(size: str, stage: str, value) -> None:

@@ -4,13 +4,20 @@
 # Idempotent: a second run only checks.
 #
 # PYTHON picks the interpreter: a command (python3.12), a version (3.12) or a path. Without
-# it a new .venv gets Python 3.11 and an existing .venv keeps its own Python; with it, a
-# .venv made by another Python version is recreated.
+# it a new .venv gets Python 3.11 (3.12 on a GPU host) and an existing .venv keeps its own
+# Python; with it, a .venv made by another Python version is recreated.
+#
+# On a GPU host (nvidia-smi lists one) it installs pyproject.toml's `gpu` extra, the set
+# measured together (torch 2.11.0 and torchcodec 0.11.0, both CUDA 13 builds, jax 0.11.2
+# with CUDA 13, which needs Python 3.12), with constraints.txt's other pins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH=2.13.0  # as in constraints.txt: torchcodec 0.13 is built against exactly this torch
 TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
+has_gpu() { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }
+DEFAULT_PYTHON=3.11
+if has_gpu; then DEFAULT_PYTHON=3.12; fi  # the `gpu` extra's jax 0.11.2 needs 3.12
 
 if ! ldconfig -p | grep -q 'libavcodec\.so'; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -76,12 +83,12 @@ if [ -n "${PYTHON:-}" ]; then
     exit 1
   fi
 elif [ -n "$venv_version" ] && [ "$venv_version" != "none (broken)" ]; then
-  [ "$venv_version" = 3.11 ] || echo "install.sh: keeping .venv's Python $venv_version" \
-    "(PYTHON=3.11 bash scripts/install.sh for the default)"
+  [ "$venv_version" = "$DEFAULT_PYTHON" ] || echo "install.sh: keeping .venv's Python" \
+    "$venv_version (PYTHON=$DEFAULT_PYTHON bash scripts/install.sh for the default)"
 else
-  # The default, Python 3.11 (what CI tests); failing that, python3 as before.
-  find_python 3.11 || find_python python3 || {
-    echo "install.sh: no Python 3.11 or python3 found; set PYTHON. Tried:" >&2
+  # The default, Python 3.11 (what CI tests; 3.12 on a GPU host); failing that, python3.
+  find_python "$DEFAULT_PYTHON" || find_python python3 || {
+    echo "install.sh: no Python $DEFAULT_PYTHON or python3 found; set PYTHON. Tried:" >&2
     printf '  %s\n' "${TRIED[@]}" >&2
     exit 1
   }
@@ -114,7 +121,6 @@ PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
 # PyPI's Linux torch is a CUDA build with several GB of CUDA libraries; without a GPU, a
 # CPU build (about 0.7 GB installed) is wanted: first one pip already sees (this machine
 # keeps one for Python 3.11), then PyTorch's CPU index; failing both, see below.
-has_gpu() { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }
 installed_torch=$(.venv/bin/python -c \
   'from importlib.metadata import version; print(version("torch"))' 2>/dev/null || true)
 
@@ -132,20 +138,36 @@ install_pypi_torch_for_cpu() {
   "${PIP[@]}" install -c constraints.txt "torch==$TORCH"  # what the metadata still lists
 }
 
-if [ "${installed_torch%%+*}" != "$TORCH" ]; then
-  if has_gpu; then
-    "${PIP[@]}" install -c constraints.txt "torch==$TORCH"
-  elif "${PIP[@]}" install -c constraints.txt "torch==$TORCH+cpu" 2>/dev/null; then
-    :
-  elif .venv/bin/python -c "import urllib.request as u; u.urlopen('$TORCH_CPU_INDEX/torch/', timeout=10)" \
-    2>/dev/null; then
-    "${PIP[@]}" install -c constraints.txt "torch==$TORCH+cpu" --index-url "$TORCH_CPU_INDEX"
-  else
-    install_pypi_torch_for_cpu
+if has_gpu; then
+  # The `gpu` extra (pyproject.toml): PyPI's torch 2.11.0 and torchcodec 0.11.0 are CUDA 13
+  # builds (PyPI's torchcodec 0.13 is CPU-only: no GPU decoding), jax[cuda13] 0.11.2.
+  # constraints.txt's torch and torchcodec lines are the CPU set: every other pin holds.
+  if ! .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    echo "install.sh: the GPU set (jax 0.11.2) needs Python >= 3.12; .venv is Python" \
+      "$(py_version .venv/bin/python): PYTHON=3.12 bash scripts/install.sh" >&2
+    exit 1
   fi
+  CONSTRAINTS=.venv/gpu-constraints.txt
+  grep -v -E '^(torch|torchcodec)==' constraints.txt >"$CONSTRAINTS"
+  "${PIP[@]}" install -c "$CONSTRAINTS" -e ".[dev,gpu]"
+  .venv/bin/python -c 'import torchcodec.decoders' 2>/dev/null || echo "install.sh: torchcodec" \
+    "does not load: its CUDA build needs FFmpeg 4-8 shared libraries and CUDA 13's NPP" \
+    "(libnppicc.so.13) where the loader finds them (README, \"On a GPU host\")" >&2
+else
+  CONSTRAINTS=constraints.txt
+  if [ "${installed_torch%%+*}" != "$TORCH" ]; then
+    if "${PIP[@]}" install -c constraints.txt "torch==$TORCH+cpu" 2>/dev/null; then
+      :
+    elif .venv/bin/python -c "import urllib.request as u; u.urlopen('$TORCH_CPU_INDEX/torch/', timeout=10)" \
+      2>/dev/null; then
+      "${PIP[@]}" install -c constraints.txt "torch==$TORCH+cpu" --index-url "$TORCH_CPU_INDEX"
+    else
+      install_pypi_torch_for_cpu
+    fi
+  fi
+  # torchcodec's 0.13 wheel is the CPU build that matches torch 2.13; it has no Python deps.
+  "${PIP[@]}" install --no-deps -c constraints.txt torchcodec
+  "${PIP[@]}" install -c constraints.txt -e ".[dev]"
 fi
-# torchcodec's 0.13 wheel is the CPU build that matches torch 2.13; it has no Python deps.
-"${PIP[@]}" install --no-deps -c constraints.txt torchcodec
-"${PIP[@]}" install -c constraints.txt -e ".[dev]"
 # LeRobot itself, as the benchmark's reference and for the harness's tests.
-bash scripts/install_lerobot.sh
+CONSTRAINTS=$CONSTRAINTS bash scripts/install_lerobot.sh

@@ -10,15 +10,18 @@
 # jaxload.tools.bench.lerobot works around that before importing lerobot.
 #
 # Run after scripts/install.sh:  bash scripts/install_lerobot.sh
+# CONSTRAINTS: the pip constraints (constraints.txt; on a GPU host install.sh passes its
+# copy without the torch and torchcodec lines, which would replace the `gpu` extra's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+CONSTRAINTS=${CONSTRAINTS:-constraints.txt}
 
 if [ ! -x .venv/bin/python ]; then
   echo "install_lerobot.sh: no .venv here; run scripts/install.sh first" >&2
   exit 1
 fi
 PIP=(.venv/bin/python -m pip --disable-pip-version-check -q)
-"${PIP[@]}" install -c constraints.txt -e ".[bench]"
+"${PIP[@]}" install -c "$CONSTRAINTS" -e ".[bench]"
 "${PIP[@]}" install --no-deps "lerobot==0.4.4" "torchvision==0.28.0"
 
 if ! .venv/bin/python -c "from jaxload.tools.bench.lerobot import import_lerobot_dataset as f; f()"; then

@@ -65,7 +65,8 @@ def test_cuda_decoders_are_made_under_torchcodecs_nvdec_backend(monkeypatch):
         stream = TorchcodecBackend().open(b"mp4", "cuda:1")
         stream.frames_at([0, 1])
         TorchcodecBackend().open(b"mp4", "cpu")
-    nvdec_variant = "default"  # torchcodec >= 0.13 names its NVDEC backend "default" inside
+    # torchcodec >= 0.13 names its NVDEC backend "default" inside; 0.11 and 0.12 "beta".
+    nvdec_variant = "default" if nvdec.torchcodec_version() >= (0, 13) else "beta"
     assert made == [("cuda:1", nvdec_variant), ("cpu", "ffmpeg")]
     assert synced == ["cuda:1"]  # frames are complete when handed over
 

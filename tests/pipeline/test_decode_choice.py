@@ -7,6 +7,7 @@ No GPU here: CPU devices stand in for the GPUs (the "device" path decodes throug
 
 import jax
 import pytest
+import torch
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -96,6 +97,7 @@ def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeyp
                     assert (jax.numpy.asarray(got[key]) == jax.numpy.asarray(want[key])).all()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without a GPU does")
 def test_auto_without_a_gpu_says_why_it_decodes_on_the_cpu(dataset):
     """No GPU: "auto" is "cpu", and the loader says so where a user looks (not only a log
     line, which a root logger set up by absl hides)."""

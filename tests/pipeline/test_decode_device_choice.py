@@ -5,6 +5,7 @@ import dataclasses
 import logging
 
 import pytest
+import torch
 
 import jaxload
 from jaxload.converters.convert import convert
@@ -77,6 +78,7 @@ def test_explicit_cuda_with_av1_on_an_h100_is_a_clear_error(av1_dataset):
     check_cuda_decodable([av1_dataset], machine=_machine(L4))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without a GPU does")
 def test_make_loader_auto_decodes_on_cpu_here_and_logs_why(dataset, caplog):
     with caplog.at_level(logging.INFO, logger="jaxload"):
         loader = jaxload.make_loader(
