@@ -18,7 +18,12 @@ two sides alone.
     python benchmarks/bench_hybrid.py                       # 96x128, 1 worker, 2 threads x 1,500 frames/s
     python benchmarks/bench_hybrid.py --rate 1000 --shares 0.5 0.75 --seconds 10
 
-Results go to benchmarks/results_hybrid.json.
+The first run generates and converts the dataset (benchmarks/bench_data.py, about a minute
+and a half on 2 cores; cached under runs/bench). The machine's other work moves every
+figure: the stand-in device only sleeps, yet its path needs the training process's CPU
+(reading the slots, assembling the rows), so on a busy 2-core machine it can lose 4x; run
+6 s or more per path, several times, alternating with the tree you compare against.
+Results go to benchmarks/results_hybrid.json (`--out` for another file).
 """
 
 from __future__ import annotations
@@ -106,14 +111,21 @@ def run_path(dataset: Path, sharding, path: str, args, share: float | None = Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", default="small", help="benchmarks/bench_gpu.py's SIZES")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    p.add_argument("--size", default="small", help="small 96x128, policy 224x224, large 480x640")
     p.add_argument("--rate", type=float, default=1500.0, help="frames/s per decode thread")
     p.add_argument("--threads", type=int, default=2, help="decode threads (engines) per device")
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--workers", type=int, default=1, help="Grain workers (the CPU side)")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=8.0)
-    p.add_argument("--shares", type=float, nargs="*", default=[0.25, 0.5, 0.75])
+    p.add_argument("--seconds", type=float, default=8.0, help="timed loading per path")
+    p.add_argument(
+        "--shares", type=float, nargs="*", default=[0.25, 0.5, 0.75],
+        help="the readers' shares to hold the split at",
+    )  # fmt: skip
+    p.add_argument("--tiny", action="store_true", help="4 short episodes (a smoke test)")
+    p.add_argument("--cache", type=Path, default=REPO_ROOT / "runs" / "bench")
     p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_hybrid.json")
     args = p.parse_args(argv)
     from absl import flags
@@ -124,11 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     from jax.sharding import PartitionSpec as P
 
     from benchmarks.bench_data import DatasetSpec, prepare
-    from benchmarks.bench_gpu import SIZES
+    from benchmarks.bench_gpu import SIZES, TINY
     from jaxload.decode import backend
 
-    height, width, _ = SIZES[args.size]
-    dataset = prepare(DatasetSpec(args.size, *SIZES[args.size]))[1]
+    height, width, episodes = SIZES[args.size]
+    extent = TINY if args.tiny else {"episodes": episodes}
+    dataset = prepare(DatasetSpec(args.size, height, width, **extent), args.cache)[1]
     sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), P("data"))
     runs = []
     with backend.use(RatedDevice(args.rate, height, width)):
@@ -148,8 +161,23 @@ def main(argv: list[str] | None = None) -> int:
         "hybrid_over_best_fixed": round(rate["hybrid"] / fixed, 3) if fixed else None,
         "hybrid_over_best_side": round(rate["hybrid"] / max(rate["cpu"], rate["device"]), 3),
     }
-    print(json.dumps(summary))
-    config = {k: v for k, v in vars(args).items() if k != "out"}
+    print(
+        f"\nstand-in device: {args.threads} decode threads x {args.rate:,.0f} frames/s, "
+        f"{args.workers} worker(s), {args.size}, batch {args.batch_size}:"
+    )
+    for r in runs:
+        share = "" if r["share"] is None else f", readers' share {r['share']:.2f}"
+        print(
+            f"  {r['path']:<12} {r['samples_per_s']:>8,.0f} samples/s, training process "
+            f"{r['main_cpu_ms_per_batch']:.1f} ms CPU per batch{share}"
+        )
+    print(
+        f"  hybrid / (cpu + device alone) = {summary['hybrid_over_sum']} (1.0: both sides' "
+        f"limits added up); best held split / sum = {summary['best_fixed_over_sum']}; "
+        f"hybrid / best held split = {summary['hybrid_over_best_fixed']} (how well the split "
+        f"moves); hybrid / faster side alone = {summary['hybrid_over_best_side']}"
+    )
+    config = {k: v for k, v in vars(args).items() if k not in ("out", "cache")}
     record = {"config": config, "runs": runs, "summary": summary, "load": os.getloadavg()}
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     return 0

@@ -170,11 +170,15 @@ class SplitBalance:
             self._said = share
             log.info(
                 "hybrid decode: the readers (CPU) now decode %.0f%% of each device's rows, "
-                "the devices %.0f%% (per batch: waited %.1f ms for the readers, %.1f ms "
-                "decoding on the devices)",
+                "the devices %.0f%%: per batch the training process waited %.1f ms for the "
+                "readers' batch, %s %.0f%% of the %.1f ms it then decoded on the devices, "
+                "so the %s",
                 100 * share,
                 100 * (1 - share),
                 1e3 * reader_wait_s,
+                "over" if direction < 0 else "within",
+                100 * MARGIN,
                 1e3 * device_decode_s,
+                "readers were the slower side" if direction < 0 else "readers kept ahead",
             )
         return share

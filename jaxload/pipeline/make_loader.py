@@ -138,7 +138,8 @@ def make_loader(
         delta_timestamps: LeRobot's windows, {key: offsets in seconds}; one dict shared by
             every dataset (each takes the keys it has), or a list with one per dataset.
             Every value must be a multiple of each dataset's 1/fps (a WindowError names the
-            dataset, its fps and the nearest valid values) unless `snap_windows`.
+            dataset, its fps and the nearest valid values) unless `snap_windows`. For a
+            dataset opened with `jaxload.open`, give its windows there instead.
         delta_frames: windows in frames, {key: frame offsets}, counted at each dataset's own
             fps (`{"action": range(16)}`: 16 steps in a 10 fps and a 50 fps dataset alike);
             shared or per dataset as `delta_timestamps`, beside it for other keys.
