@@ -126,8 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     p.add_argument("--tiny", action="store_true", help="4 short episodes (a smoke test)")
     p.add_argument("--cache", type=Path, default=REPO_ROOT / "runs" / "bench")
-    p.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_hybrid.json")
+    p.add_argument(
+        "--out", type=Path, default=None,
+        help="results file (default: benchmarks/results_hybrid.json; with --tiny, runs/bench/)",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    if args.out is None:  # a smoke run never overwrites the recorded figures
+        args.out = (args.cache if args.tiny else REPO_ROOT / "benchmarks") / "results_hybrid.json"
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()

@@ -2,15 +2,18 @@
 benchmarks/bench_gpu.py), in one folder to carry there (`runs/gpu_carry`, git-ignored): the
 cp312 wheels it lacks (grain, array-record, portpicker, torchcodec 0.11.0, PyPI's CUDA 13
 build; PyAV, which the tests' datasets are written with; pytest and what it needs), FFmpeg
-5.1 with NVDEC (../shared/gpu/ffmpeg-5.1.9-nvdec-minimal.tgz), and the benchmark's datasets
-converted here. Then, with the device tool:
+5.1 with NVDEC (a tarball `scripts/build_ffmpeg_nvdec.sh` builds; `--ffmpeg`), and the
+benchmark's datasets converted here. Then copy the checkout with `runs/gpu_carry` to the
+GPU host and run the check there:
 
-    python benchmarks/gpu_carry.py                        # here, once (~57 MiB)
-    run(command="bash scripts/gpu_check.sh", carry=["runs/gpu_carry"], timeout_s=600)
+    python benchmarks/gpu_carry.py --ffmpeg ffmpeg-5.1.9-nvdec-minimal.tgz   # ~57 MiB
+    bash scripts/gpu_check.sh                             # on the GPU host, in the checkout
 
-The recipe is ../shared/gpu/README.md's (measured on an H200 host: Python 3.12, torch
-2.11+cu130, jax 0.11.2 with CUDA; no grain, array-record, torchcodec or FFmpeg). The
-script installs only the wheels whose distribution the host lacks.
+What the host must have already (what the measured H200 host had): Python 3.12, torch
+2.11+cu130, jax 0.11.2 with CUDA 13, numpy, orbax-checkpoint, pyarrow, xxhash,
+opencv-python-headless, absl-py, CUDA 13's NPP and the driver's NVDEC library. The check
+installs the carried wheels into a temporary folder, for the run only (README, "On a GPU
+host", says how to install for training).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ WHEELS = (
     "pygments==2.21.0",
     "pytest-timeout==2.4.0",
 )
+# Where the project's sessions keep the tarball (beside the repository); --ffmpeg elsewhere.
 FFMPEG = REPO_ROOT.parent / "shared" / "gpu" / "ffmpeg-5.1.9-nvdec-minimal.tgz"
 LIMIT_MB = 60  # this folder; the device tool carries 64 MiB in all, the working tree included
 TOOL_LIMIT_MB = 64
@@ -54,7 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", nargs="+", default=list(EPISODES))
     p.add_argument("--hevc", nargs="*", default=["small"], help="sizes also converted to HEVC")
     p.add_argument("--cache", type=Path, default=None, help="benchmark datasets (runs/bench)")
+    p.add_argument(
+        "--ffmpeg", type=Path, default=FFMPEG,
+        help="FFmpeg 5.1 with NVDEC, *-nvdec-minimal.tgz (scripts/build_ffmpeg_nvdec.sh)",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    if not args.ffmpeg.is_file() or not args.ffmpeg.name.endswith("-nvdec-minimal.tgz"):
+        p.error(
+            f"--ffmpeg {args.ffmpeg}: no such *-nvdec-minimal.tgz; build one with "
+            "`bash scripts/build_ffmpeg_nvdec.sh ffmpeg-5.1.9-nvdec-minimal.tgz` (Debian, root)"
+        )
     from benchmarks import bench_data
     from benchmarks.bench_gpu import SIZES
 
@@ -66,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
          "--only-binary=:all:", "--no-deps", "-d", str(wheels), *WHEELS],
         check=True,
     )  # fmt: skip
-    shutil.copy(FFMPEG, args.out / FFMPEG.name)
+    shutil.copy(args.ffmpeg, args.out / args.ffmpeg.name)
     data = args.out / "data"
     data.mkdir(exist_ok=True)
     for name in args.sizes:

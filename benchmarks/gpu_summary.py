@@ -147,6 +147,11 @@ def render(summary: dict) -> str:
         f"versions: {versions}",
         f"FFmpeg: {m['ffmpeg']}",
     ]
+    if summary["mode"] != "gpu":
+        lines.append(
+            "dry run, no GPU: CPU devices stand in for GPUs, so the NVDEC figures and the "
+            "ratios below are the stand-in's (they say the steps run, nothing of a GPU)"
+        )
     if "install" in summary:
         lines.append(f"install: {summary['install'].get('detail', '')}")
     tests = summary.get("tests")
@@ -178,7 +183,15 @@ def render(summary: dict) -> str:
 
 
 def _pairs(d: dict) -> str:
-    return ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in d.items())
+    return ", ".join(f"{k} {_value(v)}" for k, v in d.items())
+
+
+def _value(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    return f"{v:,}" if isinstance(v, int) else f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
 
 
 if __name__ == "__main__":

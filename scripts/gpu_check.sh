@@ -3,7 +3,7 @@
 #   1. where torchcodec does not import (a host without network), installs what
 #      benchmarks/gpu_carry.py put in runs/gpu_carry: the cp312 wheels the host lacks
 #      (torchcodec 0.11.0's CUDA 13 build, grain, array-record, PyAV, pytest, ...) and
-#      FFmpeg 5.1 with NVDEC (../shared/gpu/README.md's recipe);
+#      FFmpeg 5.1 with NVDEC (scripts/build_ffmpeg_nvdec.sh), for this run only;
 #   2. runs the GPU-relevant tests (GPU_TESTS) with pytest: OUT/tests.log;
 #   3. runs benchmarks/bench_gpu.py once per size, each in its own process group with a
 #      deadline (faulthandler dumps every stack at it; what the size left behind is killed
@@ -15,9 +15,9 @@
 # --tiny`, small size), the same files. About a minute on 2 cores.
 #
 #   bash scripts/gpu_check.sh                          # OUT defaults to runs/gpu_check
-#   # the device tool, from a checkout with network nearby:
+#   # for a GPU host without network, first, in a checkout with network:
 #   python benchmarks/gpu_carry.py                     # runs/gpu_carry, ~57 MiB
-#   run(command="bash scripts/gpu_check.sh", carry=["runs/gpu_carry"], timeout_s=600)
+#   # then copy the checkout with runs/gpu_carry there and run the line above
 #
 # Exit status 0 when the tests and every size were ok; the files are written either way.
 # Settings (environment): PYTHON (default .venv/bin/python, else python3); GPU_CARRY

@@ -6,7 +6,7 @@ and how its decoder cache is sized (one place for torchcodec's CUDA quirks).
   from 0.13, where "beta" stays an alias). On an H200 with torchcodec 0.11 the FFmpeg one
   returned frames up to 209 levels off the CPU decode (other frames) and took 8.6 s for a
   batch the CPU decoded in 0.018 s; the NVDEC one was within 3 levels and 0.023 s
-  (../shared/gpu/README.md). Every CUDA decoder jaxload creates is created under
+  (benchmarks/RESULTS.md, "GPU decoding"). Every CUDA decoder jaxload creates is created under
   `set_cuda_backend("beta")`, whatever the installed default (`backend_selected`).
 * **The version.** GPU decoding needs `set_cuda_backend`'s NVDEC backend: torchcodec >=
   MIN_TORCHCODEC (`check_torchcodec`, a clear error otherwise).
@@ -38,7 +38,7 @@ from jaxload.errors import JaxloadError
 log = logging.getLogger("jaxload.decode.nvdec")
 
 # torchcodec with `set_cuda_backend` and its NVDEC ("beta") backend, as measured right on
-# an H200 (torchcodec 0.11.0, CUDA 13 build; ../shared/gpu/README.md).
+# an H200 (torchcodec 0.11.0, CUDA 13 build; benchmarks/RESULTS.md, "GPU decoding").
 MIN_TORCHCODEC = (0, 11)
 # The first torchcodec release known to crop cached decoders right (meta-pytorch/
 # torchcodec#1706); None until a release with it has been checked on a GPU.
