@@ -43,6 +43,10 @@ def long_source(tmp_path_factory):
     return write_lerobot_v3(root / "src", episode_lengths=[160] * 12, cameras={"top": (96, 128)})
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_says_a_rerun_resumes_and_it_does(long_source, tmp_path):
     source = long_source
     out = tmp_path / "out"
@@ -52,6 +56,9 @@ def test_ctrl_c_says_a_rerun_resumes_and_it_does(long_source, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # Ctrl-C goes to the terminal's whole process group
+        # As at a terminal: a test run started in the background (`cmd &` in a script)
+        # ignores SIGINT, and so would the converter, which Python then never interrupts.
+        preexec_fn=_sigint_default,
     )
     seen = b""
     while not re.search(rb" [1-9]\d*/12 episodes", seen):
@@ -60,7 +67,7 @@ def test_ctrl_c_says_a_rerun_resumes_and_it_does(long_source, tmp_path):
         seen += chunk
     os.killpg(run.pid, signal.SIGINT)
     stderr = (seen + run.stderr.read()).decode()
-    assert run.wait(timeout=60) == 130, stderr[-3000:]  # CI once saw 0: what did it print?
+    assert run.wait(timeout=60) == 130, stderr[-3000:]
     assert stderr.rstrip().endswith(f"jaxload convert: interrupted; {RESUMES}"), stderr[-2000:]
     assert "Traceback" not in stderr and "AttributeError" not in stderr
     assert not out.exists()
