@@ -341,4 +341,14 @@ def _decode_device(
     reasons: list[str],
 ) -> str:
     codecs = {c.codec for p in probes for c in p.cameras.values()}
-    return decide_decode_device(machine, codecs, decode_devices, reasons)
+    device = decide_decode_device(machine, codecs, decode_devices, reasons)
+    if device == "hybrid":
+        # Which of the CPU readers, the devices or both is fastest depends on the host and
+        # the frames (on an H200, hybrid served less than either side alone): make_loader
+        # times them on the dataset's first batches (jaxload.pipeline.decode_choice).
+        reasons.append(
+            "decode_device='auto': make_loader times the CPU readers and the devices on the "
+            "first batches and keeps the faster path"
+        )
+        return "auto"
+    return device

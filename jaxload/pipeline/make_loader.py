@@ -280,13 +280,13 @@ def make_loader(
     remote_stores = {
         d: store for d, store in enumerate(_remote_store(ds) for ds in datasets) if store
     }
+    if options.autotune:  # first: it may leave the decode device to "auto"'s measurement
+        options = _autotuned(options, sources, datasets, host_count, sharding)
     asked, why = options.decode_device, []
     options = dataclasses.replace(
         options,
         decode_device=resolve_decode_device(options.decode_device, datasets, sharding, why),
     )
-    if options.autotune:
-        options = _autotuned(options, sources, datasets, host_count, sharding)
     in_memory = any(s.options.cache_dir is None for s in remote_stores.values())
     options = options.resolve(remote=in_memory)
 

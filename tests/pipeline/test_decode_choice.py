@@ -5,6 +5,9 @@ No GPU here: CPU devices stand in for the GPUs (the "device" path decodes throug
 `DeviceDecoder`), and a backend that slows one side stands in for a slow NVDEC or CPU.
 """
 
+import dataclasses
+import importlib
+
 import jax
 import pytest
 import torch
@@ -95,6 +98,36 @@ def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeyp
                 got, want = next(loader), next(reference)
                 for key in want:
                     assert (jax.numpy.asarray(got[key]) == jax.numpy.asarray(want[key])).all()
+
+
+@pytest.mark.integration  # two seconds of timed decoding
+def test_autotune_on_a_gpu_host_leaves_the_decode_device_to_autos_measurement(dataset, monkeypatch):
+    """PipelineOptions(autotune=True) where NVDEC could decode: the loader measures the
+    sides (as decode_device="auto") instead of running hybrid unmeasured. Mocked: the GPU
+    host (no GPU here); CPU devices decode in its place."""
+    recommend_module = importlib.import_module("jaxload.autotune.recommend")  # not the function
+    from jaxload.pipeline import machine as M
+    from jaxload.pipeline import make_loader as make_loader_module
+
+    h100 = M.GpuInfo("NVIDIA H100 80GB HBM3", 80 * M.GiB, (9, 0))
+    host = dataclasses.replace(M.probe_machine(), gpus=(h100,), torchcodec_cuda=True)
+    monkeypatch.setattr(recommend_module, "probe_machine", lambda: host)
+    monkeypatch.setattr(
+        make_loader_module,
+        "resolve_decode_device",
+        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
+    )
+    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
+    options = jaxload.PipelineOptions(autotune=True, num_workers=0, decode_threads=1)
+    with backend.use(SlowOnOneSide("devices", delay=0.5)):
+        loader = jaxload.make_loader(
+            dataset, global_batch_size=8, sharding=sharding, delta_timestamps=WINDOWS,
+            options=options,
+        )  # fmt: skip
+    with loader:
+        assert loader.spec.decode_choice is not None, "autotune ran hybrid unmeasured"
+        assert loader.spec.decode_choice.device == "cpu"
+        assert "decode=cpu (auto: measured" in repr(loader)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without a GPU does")

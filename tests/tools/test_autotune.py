@@ -116,6 +116,10 @@ def test_simulated_gpu_inventory(probe, capsys):
     # Four such hosts: the global batch is a multiple of 32 devices.
     four = A.recommend([], machine=_gpu_machine(H100), probes=[probe], host_count=4)
     assert four.batch_size_min == 32 and four.global_batch_size % 32 == 0
+    # A loader that can decode anywhere: which side is faster is measured, not guessed
+    # (on an H200, hybrid served less than either side alone).
+    assert four.decode_device == "auto" and "decode_device='auto'" in four.make_loader_call()
+    assert any("times the CPU readers and the devices" in r for r in four.reasons)
     # A loader that could only decode on the CPU: the recommendation says so.
     cpu_only = A.recommend([], machine=_gpu_machine(H100), probes=[probe], decode_devices=("cpu",))
     assert cpu_only.decode_device == "cpu"
