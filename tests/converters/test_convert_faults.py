@@ -20,6 +20,14 @@ pytestmark = pytest.mark.processes  # each test runs `jaxload convert` in a subp
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "jaxload.cli", "convert"]
 RESUMES = "rerun the same command to resume: the episodes already converted are kept"
+# The CLI as at a terminal, Ctrl-C raising KeyboardInterrupt: a test run started in the
+# background (`cmd &` in a script) ignores SIGINT, which Python and the converter inherit.
+AT_A_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'jaxload'; runpy.run_module('jaxload.cli', run_name='__main__')",
+]
 
 
 @pytest.fixture(scope="module")
@@ -43,22 +51,15 @@ def long_source(tmp_path_factory):
     return write_lerobot_v3(root / "src", episode_lengths=[160] * 12, cameras={"top": (96, 128)})
 
 
-def _sigint_default() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_says_a_rerun_resumes_and_it_does(long_source, tmp_path):
     source = long_source
     out = tmp_path / "out"
     run = subprocess.Popen(
-        [*CLI, str(source), str(out), "--workers", "2"],
+        [*AT_A_TERMINAL, "convert", str(source), str(out), "--workers", "2"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # Ctrl-C goes to the terminal's whole process group
-        # As at a terminal: a test run started in the background (`cmd &` in a script)
-        # ignores SIGINT, and so would the converter, which Python then never interrupts.
-        preexec_fn=_sigint_default,
     )
     seen = b""
     while not re.search(rb" [1-9]\d*/12 episodes", seen):
