@@ -113,16 +113,24 @@ def convert_with(tree: Path, source: Path, out: Path) -> str:
 
 
 def measure(tree: Path, config: dict, devices: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    if config["sharded"]:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env = {"XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+    return run_in_tree(MEASURE, tree, config, env if config["sharded"] else None)
+
+
+def run_in_tree(
+    script: str, tree: Path, config: dict, env: dict | None = None, timeout: float | None = None
+) -> dict:
+    """`script` in a fresh process importing `tree` (its cwd and PYTHONPATH), given `config`
+    as JSON in argv[1]; returns the JSON of its last line of output."""
+    environ = dict(os.environ, PYTHONPATH=str(tree), **(env or {}))
     out = subprocess.run(
-        [sys.executable, "-c", MEASURE, json.dumps(config)],
+        [sys.executable, "-c", script, json.dumps(config)],
         cwd=tree,
-        env=env,
+        env=environ,
         capture_output=True,
         text=True,
         check=False,
+        timeout=timeout,
     )
     if out.returncode:
         raise RuntimeError(f"{tree}: {out.stderr[-3000:]}")

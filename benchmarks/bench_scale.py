@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -54,7 +53,7 @@ if str(REPO_ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks import scale_data  # noqa: E402
-from benchmarks.ab import checkout  # noqa: E402
+from benchmarks.ab import checkout, run_in_tree  # noqa: E402
 
 DEFAULT_CACHE = REPO_ROOT / "runs" / "scale"
 RESULTS = REPO_ROOT / "benchmarks" / "results_scale.json"
@@ -149,22 +148,6 @@ print(json.dumps(out))
 )
 
 
-def run_side(script: str, tree: Path, config: dict, timeout: float = 3600) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    done = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(config)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-    )
-    if done.returncode:
-        raise RuntimeError(f"{tree}: {done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def sides(base: str | None, scratch: Path) -> list[tuple[str, Path]]:
     out = [("head", REPO_ROOT)]
     if base:
@@ -250,7 +233,7 @@ def cmd_open(args) -> dict:
                         for workers in [None, args.workers][: 2 if args.workers else 1]:
                             config = dict(path=str(path), open=True, shuffle=shuffle, fps=fps,
                                           workers=workers, batch_size=32, batches=args.batches)  # fmt: skip
-                            got = run_side(MEASURE_OPEN, tree, config)
+                            got = run_in_tree(MEASURE_OPEN, tree, config, timeout=3600)
                             key = f"{name}, {'default' if workers is None else workers} workers"
                             results.setdefault(key, {}).setdefault(side, []).append(got)
                             print(f"round {r + 1} {key} {side}: {_brief(got)}", flush=True)
@@ -279,7 +262,7 @@ def cmd_convert(args) -> dict:
                             selection = f"0-{first - 1}" if first < episodes else None
                             config = dict(src=str(src), out=str(out), workers=args.workers,
                                           episodes=selection)  # fmt: skip
-                            got = run_side(MEASURE_CONVERT, tree, config)
+                            got = run_in_tree(MEASURE_CONVERT, tree, config, timeout=3600)
                             got |= {"episodes": first}
                             results.setdefault(name, {}).setdefault(side, []).append(got)
                             print(f"{name} {side}: {_brief_convert(got)}", flush=True)

@@ -8,6 +8,7 @@ import pytest
 
 import jaxload
 from benchmarks import bench_scale, scale_data
+from benchmarks.ab import run_in_tree
 from jaxload.converters.convert import convert
 from jaxload.converters.lerobot_v3 import LeRobotV3Source
 
@@ -77,6 +78,6 @@ def test_the_open_measurement_runs(template, tmp_path):
     root = scale_data.write_droid_shaped(tmp_path / "droid", template, lengths=np.full(8, 9))
     config = dict(path=str(root), open=True, shuffle=False, fps=scale_data.DROID_FPS,
                   workers=None, batch_size=4, batches=2)  # fmt: skip
-    got = bench_scale.run_side(bench_scale.MEASURE_OPEN, bench_scale.REPO_ROOT, config, 600)
+    got = run_in_tree(bench_scale.MEASURE_OPEN, bench_scale.REPO_ROOT, config, timeout=600)
     assert got["open_s"] > 0 and got["first_batch_s"] > 0 and got["worker_rss"] == []
     assert 0 < got["pickle_bytes"] < 1e6 and got["rss"] <= got["peak_rss"]
