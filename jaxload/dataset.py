@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxload.decode.frames import EncodedFrames, decode_grouped
+from jaxload.episode_dataset import ReadHints
 from jaxload.errors import DatasetError, WindowError
 from jaxload.format import layout
 from jaxload.format.episodes import load_tasks
@@ -27,7 +28,7 @@ from jaxload.format.shards import read_requests, unique_pairs
 from jaxload.format.storage import RecordReader
 from jaxload.metadata import DatasetMetadata, EpisodeTable, shape_dtype_structs
 from jaxload.storage.urls import redact, warn_if_unused
-from jaxload.windows import resolve_delta_timestamps, window_frames
+from jaxload.windows import resolve_windows_in_frames, window_frames
 
 Sample = dict[str, Any]
 Index = int | slice | Sequence[int] | np.ndarray
@@ -71,8 +72,9 @@ class JaxloadDataset:
         speed: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         remote: Any = None,
+        delta_frames: Mapping[str, Sequence[int]] | None = None,
     ):
-        from jaxload.storage.object_store import RemoteRecords, open_storage
+        from jaxload.storage.object_store import open_storage, remote_store_of
 
         self.path = redact(path)  # as messages and the loader state name it
         # Where its files live: a local directory, or an object store (a URL).
@@ -82,9 +84,10 @@ class JaxloadDataset:
         self.fps = self.info.fps
         self.camera_keys = sorted(self.info.cameras)
         self.delta_timestamps = dict(delta_timestamps) if delta_timestamps else None
+        self.video_cameras = self.info.cameras  # every camera is read compressed
         try:
-            self._offsets = resolve_delta_timestamps(
-                delta_timestamps, self.fps, [*self.info.features, *self.camera_keys]
+            self._offsets = resolve_windows_in_frames(
+                delta_timestamps, delta_frames, self.fps, [*self.info.features, *self.camera_keys]
             )
         except WindowError as e:  # in a mixture, say which dataset (and its fps)
             raise WindowError(f"{self.path} ({self.fps} fps): {e}") from None
@@ -98,9 +101,7 @@ class JaxloadDataset:
         self._set_selection()
         self._readers: RecordReader = files.readers
         # The RemoteStore of a dataset read from object storage (fetching ahead, stats).
-        self.remote_store = (
-            files.readers.store if isinstance(files.readers, RemoteRecords) else None
-        )
+        self.remote_store = remote_store_of(files.readers)
         self._speed = None
         if speed:  # per-task speed bucket of each episode (jaxload.stats.speed)
             from jaxload.stats.speed import speed_labels
@@ -154,6 +155,32 @@ class JaxloadDataset:
 
     def __len__(self) -> int:
         return self._num_frames
+
+    # --- what a loader reads (jaxload.episode_dataset.EpisodeDataset) ------------------
+
+    @property
+    def name(self) -> str:
+        """Its path or URL (credentials removed), as messages and the loader state name it."""
+        return self.path
+
+    @property
+    def content_fingerprint(self) -> str:
+        """The converted content's fingerprint (whatever the selection and windows)."""
+        return self.info.fingerprint
+
+    @property
+    def window_frames(self) -> dict[str, np.ndarray]:
+        """Per windowed key, its integer frame offsets from the anchor."""
+        return self._offsets
+
+    def read(
+        self, positions: Sequence[int], hints: ReadHints | None = None
+    ) -> tuple[list[Sample], dict[str, EncodedFrames]]:
+        """The loader's read (`EpisodeDataset.read`): `read_encoded` with what the read
+        stage planned ahead."""
+        if hints is None:
+            return self.read_encoded(positions)
+        return self.read_encoded(positions, plan=hints.plan, context=hints.context)
 
     # --- LeRobotDataset's names -----------------------------------------------------
 

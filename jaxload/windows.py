@@ -65,6 +65,47 @@ def resolve_delta_timestamps(
     return offsets
 
 
+def resolve_windows_in_frames(
+    delta_timestamps: Mapping[str, Sequence[float]] | None,
+    delta_frames: Mapping[str, Sequence[int]] | None,
+    fps: int,
+    valid_keys: Iterable[str],
+) -> dict[str, np.ndarray]:
+    """Integer frame offsets per key from windows in seconds (`resolve_delta_timestamps`)
+    and windows already in frames (kept as the integers they are).
+
+    >>> resolve_windows_in_frames({"action": [0.0, 0.1]}, {"state": [-1, 0]}, 10,
+    ...                           ["action", "state"])
+    {'action': array([0, 1]), 'state': array([-1,  0])}
+    """
+    offsets = resolve_delta_timestamps(delta_timestamps, fps, valid_keys)
+    valid = sorted(valid_keys)
+    for key, frames in (delta_frames or {}).items():
+        if key not in valid:
+            raise WindowError(
+                f"delta_frames: unknown key {key!r}; this dataset has {', '.join(valid)}"
+            )
+        if key in offsets:
+            raise WindowError(
+                f"{key!r} given both in delta_timestamps and delta_frames; give each key one window"
+            )
+        values = np.asarray(list(frames)).reshape(-1)
+        if values.size == 0:
+            raise WindowError(f"delta_frames[{key!r}] is empty")
+        if values.dtype.kind not in "iu":
+            whole = np.round(values.astype(np.float64))
+            if not np.isfinite(whole).all() or np.any(whole != values):
+                raise WindowError(
+                    f"delta_frames[{key!r}]: {values.tolist()} are not whole frames; "
+                    "delta_frames counts frames (integers), delta_timestamps takes seconds"
+                )
+            values = whole
+        if np.any(np.abs(values) > MAX_OFFSET_FRAMES):
+            raise WindowError(f"delta_frames[{key!r}]: offsets past 2**40 frames")
+        offsets[key] = values.astype(np.int64)
+    return offsets
+
+
 def frames_on_grid(
     deltas: np.ndarray, fps: float, tolerance_s: float = DEFAULT_TOLERANCE_S
 ) -> tuple[np.ndarray, np.ndarray]:

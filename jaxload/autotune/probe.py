@@ -14,6 +14,7 @@ the machine's (`jaxload.pipeline.machine`), into loader settings.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -70,9 +71,9 @@ def probe_dataset(
     from jaxload.dataset import JaxloadDataset
 
     ds = (
-        dataset
-        if isinstance(dataset, JaxloadDataset)
-        else JaxloadDataset(dataset, delta_timestamps=delta_timestamps)
+        JaxloadDataset(dataset, delta_timestamps=delta_timestamps)
+        if isinstance(dataset, str | os.PathLike)
+        else dataset
     )
     spec = ds.element_spec()
     sample_bytes = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in spec.values())

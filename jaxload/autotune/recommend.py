@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.autotune.probe import DatasetProbe, probe_dataset
+from jaxload.episode_dataset import is_dataset
 from jaxload.pipeline.decode_device import (
     DECODE_DEVICES,
     decide_decode_device,
@@ -176,8 +177,7 @@ def recommend(
     """
     items = (
         [paths_or_datasets]
-        if isinstance(paths_or_datasets, str | os.PathLike)
-        or hasattr(paths_or_datasets, "episode_lengths")
+        if isinstance(paths_or_datasets, str | os.PathLike) or is_dataset(paths_or_datasets)
         else list(paths_or_datasets)
     )
     if probes is None:

@@ -35,7 +35,7 @@ CPU_ONLY_CODECS = frozenset({"h264-yuv444p", "hevc-yuv444p", "h264rgb"})
 
 def gpu_codecs(datasets: Sequence[Any]) -> set[str]:
     """The camera codecs of `datasets` that GPU decoding would handle."""
-    codecs = {cam.codec for d in datasets for cam in d.info.cameras.values()}
+    codecs = {cam.codec for d in datasets for cam in d.video_cameras.values()}
     return codecs - CPU_ONLY_CODECS
 
 
@@ -98,7 +98,7 @@ def choose_decode_device(
         d, cam = next(
             (d, k)
             for d in datasets
-            for k, c in sorted(d.info.cameras.items())
+            for k, c in sorted(d.video_cameras.items())
             if c.codec not in CPU_ONLY_CODECS
         )
         machine = dataclasses.replace(
@@ -114,9 +114,9 @@ def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None
     machine = machine or probe_machine()
     by_codec: dict[str, list[str]] = {}
     for d in datasets:
-        for key, cam in d.info.cameras.items():
+        for key, cam in d.video_cameras.items():
             if cam.codec not in CPU_ONLY_CODECS:  # these decode in the workers
-                by_codec.setdefault(cam.codec, []).append(f"{d.path}: {key}")
+                by_codec.setdefault(cam.codec, []).append(f"{d.name}: {key}")
     unsupported = nvdec_unsupported(machine, set(by_codec))
     if unsupported:
         bad = sorted({c for codecs in unsupported.values() for c in codecs})
@@ -188,7 +188,7 @@ def resolve_decode_device(
         raise ValueError(
             f"decode_device={decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"
         )
-    videos = [d for d in datasets if getattr(getattr(d, "info", None), "cameras", None)]
+    videos = [d for d in datasets if d.video_cameras]
     on_gpus = sharding is not None and all(
         d.platform == "gpu" for d in sharding.addressable_devices
     )
@@ -234,14 +234,18 @@ def cameras_decoded_on_device(
         cpu_only = {
             rename_key(k, m)
             for d, m in zip(datasets, key_maps, strict=True)
-            for k, c in getattr(getattr(d, "info", None), "cameras", {}).items()
+            for k, c in d.video_cameras.items()
             if c.codec in CPU_ONLY_CODECS
         }
         per_dataset = [cams - cpu_only for cams in per_dataset]
     cameras = set().union(*per_dataset)
     for d, (ds, cams) in enumerate(zip(datasets, per_dataset, strict=True)):
-        if cams and not hasattr(ds, "read_encoded"):
-            raise ValueError(f"dataset {d} cannot hand over encoded video (no read_encoded)")
+        compressed = {rename_key(c, key_maps[d]) for c in ds.video_cameras}
+        if cams - compressed:
+            raise ValueError(
+                f"dataset {d} ({ds.name}) cannot hand over {sorted(cams - compressed)} "
+                "compressed (its frames come decoded); use decode_device='cpu'"
+            )
         if cams != cameras:
             raise ValueError(
                 f"decode_device={decode_device!r} needs every camera in every dataset; dataset "
@@ -259,7 +263,7 @@ def device_streams(
             {
                 (c.codec, c.height, c.width)
                 for d, m in zip(datasets, key_maps, strict=True)
-                for k, c in getattr(getattr(d, "info", None), "cameras", {}).items()
+                for k, c in d.video_cameras.items()
                 if rename_key(k, m) in encoded
             }
         )

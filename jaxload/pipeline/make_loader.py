@@ -277,9 +277,7 @@ def make_loader(
     check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
     key_maps = [source_key_map(s, d) for s, d in zip(sources, datasets, strict=True)]
     rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
-    remote_stores = {
-        d: store for d, store in enumerate(_remote_store(ds) for ds in datasets) if store
-    }
+    remote_stores = {d: ds.remote_store for d, ds in enumerate(datasets) if ds.remote_store}
     if options.autotune:  # first: it may leave the decode device to "auto"'s measurement
         options = _autotuned(options, sources, datasets, host_count, sharding)
     asked, why = options.decode_device, []
@@ -300,7 +298,7 @@ def make_loader(
             image_transforms_on,
             [s.image_transforms for s in sources],
             names,
-            [list(getattr(d, "camera_keys", ())) for d in datasets],
+            [list(d.camera_keys) for d in datasets],
             [d.element_spec() for d in datasets],
             key_maps,
             encoded,
@@ -391,13 +389,6 @@ def _with_shorthands(
             f"{options.decode_device!r}: name the device once"
         )
     return dataclasses.replace(options, decode_device=decode_device)
-
-
-def _remote_store(dataset: Any) -> Any:
-    """The RemoteStore of a jaxload dataset read from object storage, else None."""
-    from jaxload.dataset import JaxloadDataset
-
-    return dataset.remote_store if isinstance(dataset, JaxloadDataset) else None
 
 
 def _autotuned(

@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.decode.on_device import merge_encoded
+from jaxload.episode_dataset import ReadHints
 from jaxload.errors import BatchTransformError
 from jaxload.pipeline import shared_batch
 from jaxload.pipeline.batch_schema import rename_key
@@ -102,14 +103,6 @@ def unpacked_gops(value: Any, opener: shared_batch.SlotOpener) -> Any:
 DEVICE_SHARE_KEY = "__jaxload_device_share__"
 
 
-def read_samples(ds: Any, positions: np.ndarray) -> list[dict]:
-    """Samples at dataset positions, with one batched read where the dataset offers it."""
-    positions = [int(p) for p in positions]
-    if hasattr(ds, "__getitems__"):
-        return list(ds.__getitems__(positions))
-    return [ds[p] for p in positions]
-
-
 class ReadBatch(grain.transforms.Map):
     """Batch number -> this host's rows of that global batch, collated (runs in workers).
 
@@ -176,27 +169,20 @@ class ReadBatch(grain.transforms.Map):
         for d in np.unique(dataset_ids).tolist():
             where = np.flatnonzero(dataset_ids == d)
             dataset, key_map = spec.datasets[d], spec.schema.key_maps[d]
-            if hasattr(dataset, "read_encoded"):
-                ahead = {}  # what the lookahead made for this read (only jaxload's datasets)
-                if reads is not None and d in reads.plans:
-                    ahead["plan"] = reads.plans[d]
-                if reads is not None and d in reads.contexts:
-                    ahead["context"] = reads.contexts[d]
-                got, encoded = dataset.read_encoded(ds_positions[where].tolist(), **ahead)
-                for raw_key, video in encoded.items():
-                    key = rename_key(raw_key, key_map)
-                    if key is None:  # left out of the batch: never decoded
-                        continue
-                    videos.setdefault(key, []).append((where, video))
-                    if key not in placement.encoded:
-                        to_decode.append((key, d, where, video))
-            else:
-                got = read_samples(dataset, ds_positions[where])
-                for raw_key in getattr(dataset, "camera_keys", ()):
-                    key = rename_key(raw_key, key_map)
-                    if key is not None and self._transformed(d, key):  # as decoded cameras
-                        part = np.stack([sample.pop(raw_key) for sample in got])
-                        frames.setdefault(key, []).append((d, where, part))
+            hints = None  # what the lookahead made for this read (remote datasets)
+            if reads is not None:
+                hints = ReadHints(reads.plans.get(d), reads.contexts.get(d))
+            got, cameras = dataset.read(ds_positions[where].tolist(), hints)
+            for raw_key, value in cameras.items():
+                key = rename_key(raw_key, key_map)
+                if key is None:  # left out of the batch: never decoded
+                    continue
+                if not isinstance(value, EncodedFrames):  # decoded by the dataset itself
+                    frames.setdefault(key, []).append((d, where, value))
+                    continue
+                videos.setdefault(key, []).append((where, value))
+                if key not in placement.encoded:
+                    to_decode.append((key, d, where, value))
             for i, sample in zip(where, got, strict=True):
                 samples[i] = sample
         decoded_parts = decode_grouped([video for *_, video in to_decode])
@@ -242,12 +228,6 @@ class ReadBatch(grain.transforms.Map):
                 out[cpu] = decoded[i].reshape(len(cpu), *field.shape)
             arrays[cam] = out
         return arrays, DeviceShare(rest, {cam: v.select(rest) for cam, v in encoded.items()}, share)
-
-    def _transformed(self, d: int, key: str) -> bool:
-        """Whether the readers transform dataset d's camera `key` (batch name)."""
-        own = self.spec.source_transforms[d] if self.spec.source_transforms else None
-        loader = self.spec.placement.transforms_in_readers
-        return any(t is not None and key in (t.keys or ()) for t in (own, loader))
 
     def _assemble(
         self,

@@ -1,5 +1,6 @@
 """Each source's windows at its own fps: `delta_timestamps` (seconds, LeRobot's) and
-`delta_frames` (frames), resolved into seconds on the dataset's frame grid before it opens.
+`delta_frames` (frames), resolved into integer frame offsets before the dataset opens
+(frames stay the integers they are; seconds become frames once, on the dataset's grid).
 
 A mixture's datasets differ in fps: 0.1 s is 3 frames at 30 fps and 2.5 at 25 fps. Three
 ways to say what a window means across them:
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.episode_dataset import EpisodeDataset, is_dataset
 from jaxload.errors import WindowError
 from jaxload.windows import DEFAULT_TOLERANCE_S, frames_on_grid, off_grid_message
 
@@ -44,7 +46,8 @@ def resolve_windows(
     snap: bool = False,
     read_info: Any,
 ) -> list[Any]:
-    """`sources` (DatasetSource) with their windows as seconds on each dataset's grid.
+    """`sources` (DatasetSource) with their windows as frames at each dataset's fps
+    (`delta_frames`; `delta_timestamps` then None).
 
     `shared_seconds` / `shared_frames`: one dict for every dataset of a mixture (each takes
     the keys it has). A source's own `delta_timestamps`/`delta_frames` replace the shared
@@ -99,10 +102,10 @@ def resolve_windows(
             **{
                 k: _seconds_on_grid(k, v, info.fps, snap, where, shared) for k, v in seconds.items()
             },
-            **{k: _frames_as_seconds(k, v, info.fps, where) for k, v in frames.items()},
+            **{k: _whole_frames(k, v, where) for k, v in frames.items()},
         }
         out.append(
-            dataclasses.replace(source, delta_timestamps=resolved or None, delta_frames=None)
+            dataclasses.replace(source, delta_timestamps=None, delta_frames=resolved or None)
         )
     if shared:
         unknown = [
@@ -119,7 +122,7 @@ def resolve_windows(
 
 
 def _is_opened(source: Any) -> bool:
-    return hasattr(source.path, "episode_lengths") and hasattr(source.path, "__getitem__")
+    return is_dataset(source.path)
 
 
 def _seconds_on_grid(
@@ -138,10 +141,10 @@ def _seconds_on_grid(
             "each value to the nearest frame."
         )
         raise WindowError(f"{where}: {off_grid_message(key, values, fps)}.{hint}")
-    return [int(f) / fps for f in frames]
+    return [int(f) for f in frames]
 
 
-def _frames_as_seconds(key: str, frames: Sequence[float], fps: float, where: str) -> list[float]:
+def _whole_frames(key: str, frames: Sequence[float], where: str) -> list[int]:
     values = _finite(key, frames, where, "delta_frames")
     whole = np.round(values)
     if np.any(whole != values):
@@ -149,7 +152,7 @@ def _frames_as_seconds(key: str, frames: Sequence[float], fps: float, where: str
             f"{where}: delta_frames[{key!r}]: {values[whole != values].tolist()} are not whole "
             "frames; delta_frames counts frames (integers), delta_timestamps takes seconds"
         )
-    return [int(f) / fps for f in whole]
+    return [int(f) for f in whole]
 
 
 def _finite(key: str, values: Sequence[float], where: str, name: str) -> np.ndarray:
@@ -192,18 +195,21 @@ def padded_share(
 
 
 def warn_mostly_padded(
-    names: Sequence[str], datasets: Sequence[Any], drop_first: int = 0, drop_last: int = 0
+    names: Sequence[str],
+    datasets: Sequence[EpisodeDataset],
+    drop_first: int = 0,
+    drop_last: int = 0,
 ) -> None:
     """A warning per dataset window key whose slots are mostly padding (more than
     PADDED_WARNING_SHARE): usually frames given where seconds were meant."""
     for name, ds in zip(names, datasets, strict=True):
-        windows, fps = getattr(ds, "delta_timestamps", None), getattr(ds, "fps", None)
+        windows, fps = ds.window_frames, ds.fps
         if not windows or not fps:
             continue
         lengths = np.asarray(ds.episode_lengths)
-        for key, deltas in windows.items():
-            deltas = np.asarray(deltas, dtype=np.float64).reshape(-1)
-            offsets = np.round(deltas * fps).astype(np.int64)
+        for key, offsets in windows.items():
+            offsets = np.asarray(offsets, np.int64).reshape(-1)
+            deltas = offsets / fps
             share = padded_share(lengths, offsets, drop_first, drop_last)
             if share <= PADDED_WARNING_SHARE:
                 continue

@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from jaxload.episode_dataset import EpisodeDataset, as_episode_dataset, is_dataset
 from jaxload.pipeline.source_windows import resolve_windows
 from jaxload.storage.urls import redact, warn_if_unused
 
@@ -97,15 +98,10 @@ class DatasetSource:
 
     @property
     def name(self) -> str:
-        """The path, or an opened dataset's path (its type name when it has none)."""
+        """The path, or an opened dataset's name (its type name when it has no path)."""
         if is_dataset(self.path):
-            return str(getattr(self.path, "path", type(self.path).__name__))
+            return as_episode_dataset(self.path).name
         return redact(self.path)  # a URL's credentials never in a message
-
-
-def is_dataset(obj: Any) -> bool:
-    """An opened dataset (jaxload.open's, or any with episode lengths and items)."""
-    return hasattr(obj, "episode_lengths") and hasattr(obj, "__getitem__")
 
 
 def as_sources(
@@ -166,9 +162,10 @@ def as_sources(
     )
 
 
-def open_sources(sources: Sequence[DatasetSource], remote: Any = None) -> list[Any]:
-    """The dataset of each source (opened where it is a path or URL; `remote`: the
-    `jaxload.RemoteOptions` of URLs)."""
+def open_sources(sources: Sequence[DatasetSource], remote: Any = None) -> list[EpisodeDataset]:
+    """The dataset of each source (opened where it is a path or URL, windows in frames;
+    `remote`: the `jaxload.RemoteOptions` of URLs; any other map-style dataset wrapped once,
+    `jaxload.episode_dataset.MapDataset`)."""
     from jaxload.dataset import JaxloadDataset
 
     paths = [s.path for s in sources if not is_dataset(s.path)]
@@ -176,11 +173,12 @@ def open_sources(sources: Sequence[DatasetSource], remote: Any = None) -> list[A
         options = next((s.storage_options for s in sources if s.storage_options), None)
         warn_if_unused(paths, options, remote)
     return [
-        s.path
+        as_episode_dataset(s.path)
         if is_dataset(s.path)
         else JaxloadDataset(
             s.path,
             delta_timestamps=s.delta_timestamps,
+            delta_frames=s.delta_frames,
             episodes=s.episodes,
             storage_options=s.storage_options,
             remote=remote,
@@ -189,7 +187,7 @@ def open_sources(sources: Sequence[DatasetSource], remote: Any = None) -> list[A
     ]
 
 
-def source_key_map(source: DatasetSource, dataset: Any) -> dict[str, str | None]:
+def source_key_map(source: DatasetSource, dataset: EpisodeDataset) -> dict[str, str | None]:
     """The batch name of each of the dataset's keys that is not its own (None: left out):
     its `cameras` (named cameras under their batch keys, the others left out), then its
     `key_map`.
@@ -202,7 +200,7 @@ def source_key_map(source: DatasetSource, dataset: Any) -> dict[str, str | None]
     key_map: dict[str, str | None] = dict(source.key_map or {})
     if source.cameras is None:
         return key_map
-    own = list(getattr(dataset, "camera_keys", ()))
+    own = list(dataset.camera_keys)
     named = {c: k for k, c in source.cameras.items() if c is not None}
     unknown = sorted(c for c in named if c not in own)
     if unknown:

@@ -23,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.episode_dataset import EpisodeDataset, dataset_view
 from jaxload.metadata import shape_dtype_structs
 from jaxload.pipeline.batch_keys import KeySelection
 from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.pipeline.image_transforms import transformed_spec
 from jaxload.pipeline.options import PipelineOptions
 from jaxload.sampling.stream import SampleStream
-from jaxload.state import LoaderState, dataset_view, stream_fingerprint
+from jaxload.state import LoaderState, stream_fingerprint
 from jaxload.transforms.compose import ImageTransforms
 
 
@@ -98,7 +99,7 @@ class LoaderSpec:
     """
 
     names: tuple[str, ...]
-    datasets: tuple[Any, ...]
+    datasets: tuple[EpisodeDataset, ...]
     stream: SampleStream
     schema: BatchSchema
     keys: KeySelection

@@ -245,8 +245,8 @@ def speed_labels(
     """
     storage = _storage(dataset)
     info = _read_episodes(storage)
-    if episodes is None:
-        episodes = getattr(dataset, "episode_index", info.index)
+    if episodes is None:  # a path's every episode, a dataset's selected ones
+        episodes = info.index if _is_location(dataset) else dataset.episode_index
     wanted = np.asarray(list(episodes), dtype=np.int64)
     order = np.argsort(info.index, kind="stable")
     pos = np.searchsorted(info.index[order], wanted)
@@ -262,9 +262,14 @@ def speed_labels(
 
 def _storage(dataset: Any) -> DatasetStorage:
     """Where a dataset's files are: a path's directory, or a JaxloadDataset's storage."""
-    if isinstance(dataset, str | os.PathLike | DatasetStorage):
+    if _is_location(dataset):
         return as_storage(dataset)
     return dataset.storage
+
+
+def _is_location(dataset: Any) -> bool:
+    """A path or a DatasetStorage (not an opened dataset)."""
+    return isinstance(dataset, str | os.PathLike | DatasetStorage)
 
 
 def _jax_process_index() -> int:

@@ -102,6 +102,11 @@ class RemoteRecords:
         """Nothing to close per thread (the store's fetch threads outlive reads)."""
 
 
+def remote_store_of(readers: Any) -> RemoteStore | None:
+    """The RemoteStore behind a dataset's RecordReader (None: its shards are local)."""
+    return readers.store if isinstance(readers, RemoteRecords) else None
+
+
 def open_storage(
     path: str | os.PathLike,
     *,
@@ -116,4 +121,4 @@ def open_storage(
     return LocalDirectory(path)
 
 
-__all__ = ["MAX_META_BYTES", "ObjectStore", "RemoteRecords", "open_storage"]
+__all__ = ["MAX_META_BYTES", "ObjectStore", "RemoteRecords", "open_storage", "remote_store_of"]

@@ -33,7 +33,8 @@ def source_stats(
     make_loader takes as its first argument: paths, URLs, `jaxload.DatasetSource`s, opened
     datasets, or a list of them; `key_maps` as make_loader's; `sketch=False` leaves out the
     histograms (`load_stats`)."""
-    from jaxload.pipeline.sources import DatasetSource, is_dataset
+    from jaxload.episode_dataset import is_dataset
+    from jaxload.pipeline.sources import DatasetSource
 
     items = (
         [paths_or_sources]
@@ -68,10 +69,10 @@ def source_stats(
 def _storage(source: Any) -> Any:
     """Where a source's meta/stats.json is read: an opened dataset's storage, a URL's
     store (with its storage_options), or a local path."""
-    from jaxload.pipeline.sources import is_dataset
+    from jaxload.episode_dataset import as_episode_dataset, is_dataset
 
     if is_dataset(source.path):
-        storage = getattr(source.path, "storage", None)
+        storage = as_episode_dataset(source.path).storage
         if storage is None:
             raise ValueError(
                 f"Normalize.from_datasets: {source.name} is not a jaxload dataset (no stats)"

@@ -165,7 +165,8 @@ def test_what_a_newcomer_trips_on_is_explained(converted, tmp_path):
         snap_windows=True,
         image_transforms=[Resize((32, 32))],
     )
-    assert snapped.datasets[1].delta_timestamps["action"] == [0.0, 0.04, 0.08, 0.12]
+    # 0, 1/30, 2/30, 3/30 s snapped to the 25 fps grid: 0, 0.04, 0.08, 0.12 s = frames 0..3
+    assert snapped.datasets[1].window_frames["action"].tolist() == [0, 1, 2, 3]
     with pytest.raises(ValueError, match=r"has shapes that cannot share a batch.*Resize"):
         jaxload.make_loader(
             [converted["arm_av1_15fps"], converted["mobile_av1_30fps"]],

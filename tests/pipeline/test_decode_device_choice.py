@@ -43,12 +43,12 @@ def av1_dataset(dataset):
     cams = {k: dataclasses.replace(c, codec="av1") for k, c in dataset.info.cameras.items()}
     info = dataclasses.replace(dataset.info, cameras=cams)
 
-    class Described:
-        path = dataset.path
+    class Described:  # the EpisodeDataset attributes the decode choice reads
+        name = dataset.path
+        storage = dataset.storage
+        video_cameras = info.cameras
 
-    described = Described()
-    described.info = info
-    return described
+    return Described()
 
 
 def test_h264_decodes_on_an_h100(dataset):
@@ -100,18 +100,13 @@ def image_camera_dataset(dataset):
     """The dataset with a second camera stored as an image camera is (4:4:4 H.264)."""
     top = dataset.info.cameras["observation.images.top"]
     cams = {**dataset.info.cameras, "wrist_image": dataclasses.replace(top, codec="h264-yuv444p")}
-    info = dataclasses.replace(dataset.info, cameras=cams)
 
-    class Described:
-        path = dataset.path
+    class Described:  # the EpisodeDataset attributes the decode placement reads
+        name = dataset.path
         camera_keys = sorted(cams)
+        video_cameras = cams
 
-        def read_encoded(self, positions):  # pragma: no cover - only its presence counts
-            raise NotImplementedError
-
-    described = Described()
-    described.info = info
-    return described
+    return Described()
 
 
 def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset):
@@ -129,10 +124,8 @@ def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset)
     assert choose_decode_device([image_camera_dataset], machine=_machine(H100))[0] == "hybrid"
     on_gpu = cameras_decoded_on_device("cuda", [image_camera_dataset], [{}], GpuSharding())
     assert on_gpu == ("observation.images.top",)
-    cpu_only = dataclasses.replace(
-        image_camera_dataset.info,
-        cameras={"wrist_image": image_camera_dataset.info.cameras["wrist_image"]},
-    )
-    image_camera_dataset.info = cpu_only
+    image_camera_dataset.video_cameras = {
+        "wrist_image": image_camera_dataset.video_cameras["wrist_image"]
+    }
     device, _ = choose_decode_device([image_camera_dataset], machine=_machine(H100))
     assert device == "cpu"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from jaxload import DatasetSource
+from jaxload.episode_dataset import MapDataset
 from jaxload.errors import WindowError
 from jaxload.pipeline.source_windows import padded_share, resolve_windows, warn_mostly_padded
 from tests.support.fake_dataset import FakeDataset
@@ -34,11 +35,10 @@ def _resolve(sources, seconds=None, frames=None, snap=False):
 
 def test_frames_are_counted_at_each_datasets_own_fps():
     a, b, c = _resolve(list(FPS), frames={"action": range(4), "cam": [-1, 0]})
-    for source, fps in zip((a, b, c), FPS.values(), strict=True):
-        offsets = np.round(np.asarray(source.delta_timestamps["action"]) * fps)
-        assert offsets.tolist() == [0, 1, 2, 3]
-        assert np.round(np.asarray(source.delta_timestamps["cam"]) * fps).tolist() == [-1, 0]
-        assert source.delta_frames is None
+    for source in (a, b, c):  # integers as given: never through seconds
+        assert source.delta_frames == {"action": [0, 1, 2, 3], "cam": [-1, 0]}
+        assert all(type(f) is int for f in source.delta_frames["action"])
+        assert source.delta_timestamps is None
     with pytest.raises(WindowError, match=r"\[0.5\] are not whole frames"):
         _resolve(["out/a30"], frames={"action": [0, 0.5]})
 
@@ -53,16 +53,17 @@ def test_seconds_off_a_grid_name_the_dataset_its_fps_and_the_nearest_values():
     snapped = _resolve(
         ["out/a30", "out/b25"], seconds={"action": [k / 30 for k in range(3)]}, snap=True
     )
-    assert np.allclose(snapped[1].delta_timestamps["action"], [0, 0.04, 0.08])
+    assert snapped[1].delta_frames["action"] == [0, 1, 2]  # 0, 0.04, 0.08 s at 25 fps
     both = _resolve(["out/a30", "out/c10"], seconds={"action": [0.0, 0.1, 0.2]})
-    assert np.allclose(both[0].delta_timestamps["action"], [0.0, 0.1, 0.2])
+    assert both[0].delta_frames["action"] == [0, 3, 6]  # 0, 0.1, 0.2 s at 30 fps
+    assert both[1].delta_frames["action"] == [0, 1, 2]  # at 10 fps
 
 
 def test_shared_keys_go_where_they_exist_and_own_windows_replace_them():
     own = DatasetSource("out/c10", delta_frames={"observation.state": [-1, 0]})
     a, c = _resolve(["out/a30", own], frames={"action": range(2)})
-    assert set(a.delta_timestamps) == {"action"}
-    assert set(c.delta_timestamps) == {"observation.state"}
+    assert set(a.delta_frames) == {"action"}
+    assert set(c.delta_frames) == {"observation.state"}
     with pytest.raises(WindowError, match=r"\['nope'\] are in none of the datasets"):
         _resolve(["out/a30", "out/c10"], frames={"nope": [0]})
     with pytest.raises(WindowError, match=r"window key 'nope' is not in this dataset"):
@@ -93,10 +94,10 @@ def test_windows_in_frames_given_as_seconds_are_warned_about():
         UserWarning,
         match=r"(9\d|8\d)% of the 'action' window.*delta_frames=\{'action': range\(0, 16\)\}",
     ):
-        warn_mostly_padded(["out/a"], [ds])
+        warn_mostly_padded(["out/a"], [MapDataset(ds)])
     fine = FakeDataset([20, 30], fps=30, delta_timestamps={"action": [k / 30 for k in range(16)]})
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        warn_mostly_padded(["out/a"], [fine])
+        warn_mostly_padded(["out/a"], [MapDataset(fine)])

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.balance import bin_loads, lpt_assign
+from jaxload.episode_dataset import as_episode_dataset, is_dataset
 
 Cost = Callable[[int, int], float] | Sequence[float] | np.ndarray | None
 
@@ -127,12 +128,13 @@ def plan_shards(
 
 def _episode_table(episodes: Any) -> tuple[np.ndarray, np.ndarray, int]:
     """(ids ascending, lengths, camera count) from any accepted `episodes` form."""
-    if isinstance(episodes, str | os.PathLike) or hasattr(episodes, "episode_lengths"):
-        ds = episodes
+    if isinstance(episodes, str | os.PathLike) or is_dataset(episodes):
         if isinstance(episodes, str | os.PathLike):
             from jaxload.dataset import JaxloadDataset
 
             ds = JaxloadDataset(episodes)
+        else:
+            ds = as_episode_dataset(episodes)
         ids, lengths, cameras = ds.episode_index, ds.episode_lengths, len(ds.camera_keys)
     elif isinstance(episodes, Mapping):
         ids = np.fromiter(episodes.keys(), dtype=np.int64, count=len(episodes))
