@@ -238,8 +238,8 @@ def device_limit(dataset: Path, sharding, args: argparse.Namespace, threads=None
     """Frames/s of the devices decoding the loader's batches (DeviceDecoder, every device
     and decode thread busy), nothing else: the readers' work is done beforehand."""
     import jaxload
+    from jaxload.batch import hosts
     from jaxload.decode.on_device import CameraRows, DeviceDecoder
-    from jaxload.pipeline import hosts
 
     decode = "cuda" if args.device == "cuda" else "device"
     options = jaxload.PipelineOptions(num_workers=0)

@@ -71,7 +71,8 @@ def run_path(dataset: Path, sharding, path: str, args, share: float | None = Non
     import jax
 
     import jaxload
-    from jaxload.pipeline import decode_split, loader
+    from jaxload.pipeline import loader
+    from jaxload.placement import split as decode_split
 
     held = share is not None
     if held:  # hold the split still: the share a run starts at, never moved

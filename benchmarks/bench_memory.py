@@ -34,8 +34,8 @@ def rss_per_epoch(
     path: str, episodes: list[int], num_workers: int, batch_size: int, epochs: int
 ) -> dict:
     """In this process: run `epochs` epochs, return peak/last RSS and wall time per epoch."""
-    from jaxload.pipeline.make_loader import make_loader
-    from jaxload.pipeline.options import PipelineOptions
+    from jaxload.options import PipelineOptions
+    from jaxload.resolution.make_loader import make_loader
     from jaxload.tools import bench
 
     windows = bench.bench_windows(path)

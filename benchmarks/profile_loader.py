@@ -135,8 +135,8 @@ class _TimedStream:
 
 def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) -> dict:
     """Per-batch seconds of each stage of ReadBatch.map, one thread, this process."""
-    from jaxload.pipeline.make_loader import make_loader
-    from jaxload.pipeline.options import PipelineOptions
+    from jaxload.options import PipelineOptions
+    from jaxload.resolution.make_loader import make_loader
     from jaxload.tools import bench
 
     windows = bench.bench_windows(path)
@@ -185,8 +185,8 @@ class ConstantBatch:
         self.batch = batch
 
     def __call__(self, _: int) -> dict[str, Any]:
-        from jaxload.pipeline import shared_batch
-        from jaxload.pipeline.stages import MIN_SHM_BYTES
+        from jaxload.stages.pipeline import MIN_SHM_BYTES
+        from jaxload.workers import shared_batch
 
         out: dict[str, Any] = {}
         for key, value in self.batch.items():
@@ -203,7 +203,7 @@ def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> 
     work: the loader's transport (shared-memory slots for the large arrays)."""
     import grain
 
-    from jaxload.pipeline.stages import MIN_SHM_BYTES, OpenSlots
+    from jaxload.stages.pipeline import MIN_SHM_BYTES, OpenSlots
     from jaxload.tools.bench import measure_iterator
 
     def make() -> Iterator[Any]:
@@ -244,7 +244,7 @@ def profile(path: Path, args: argparse.Namespace) -> dict:
     import jaxload
 
     ds = jaxload.open(path, delta_timestamps=bench.bench_windows(path))
-    from jaxload.pipeline.batch_schema import BatchSchema
+    from jaxload.batch.schema import BatchSchema
 
     samples = ds.__getitems__(list(range(args.batch_size)))
     batch = BatchSchema([ds.element_spec()]).collate(samples, np.zeros(args.batch_size, int))

@@ -16,7 +16,15 @@ Package layout (one concern per home):
     dataset.py  jaxload.open: map-style dataset over frames, with windows
     metadata.py ds.meta: a dataset's metadata under LeRobotDatasetMetadata's names
     sampling/   epoch permutations, mixtures, the global sample stream
-    pipeline/   make_loader: sources, options, Grain stages, hosts, decode device
+    episode_dataset.py  EpisodeDataset: what a loader needs of a dataset (MapDataset wraps others)
+    sources/    what a loader reads: DatasetSource, windows in frames at each fps
+    batch/      what a batch holds (schema, keys) and which rows this host takes
+    placement/  where video is decoded and image transforms run (decided once)
+    options.py  PipelineOptions: how the pipeline runs
+    resolution/ make_loader: arguments resolved in phases into one LoaderSpec
+    stages/     per batch: the read stage and the Grain pipeline
+    workers/    worker processes, shared-memory batches, read threads
+    pipeline/   the Loader: iteration and state
     state.py, checkpoint.py   loader state and its Orbax handler
     stats/      normalization statistics and speed buckets
     transforms/ image transforms keyed by (seed, position), on CPU or devices; Normalize
@@ -44,12 +52,12 @@ from jaxload.metadata import DatasetMetadata
 __version__ = "0.1.0"
 
 _LAZY = {
-    "make_loader": "jaxload.pipeline.make_loader",
+    "make_loader": "jaxload.resolution.make_loader",
     "Loader": "jaxload.pipeline.loader",
-    "LoaderSpec": "jaxload.pipeline.spec",
-    "DatasetSource": "jaxload.pipeline.sources",
+    "LoaderSpec": "jaxload.resolution.spec",
+    "DatasetSource": "jaxload.sources.source",
     "MixtureWeights": "jaxload.sampling.weights",
-    "PipelineOptions": "jaxload.pipeline.options",
+    "PipelineOptions": "jaxload.options",
     "LoaderSave": "jaxload.checkpoint",
     "LoaderRestore": "jaxload.checkpoint",
     "Normalize": "jaxload.transforms",

@@ -16,7 +16,7 @@ import numbers
 import os
 from typing import Any
 
-from jaxload.pipeline.decode_device import DECODE_DEVICES
+from jaxload.placement.device import DECODE_DEVICES
 
 # Cores one reader process keeps busy. Its threads decode outside the GIL but hold it for
 # ~30% of each batch at 96x128 (reads, windows, building the mp4, collation; ~7% at
@@ -69,10 +69,10 @@ class PipelineOptions:
         worker_timeout_s: seconds a worker process (or, without workers, the read threads)
             may take to deliver its next batch before next() raises
             `jaxload.errors.WorkerTimeoutError`; at least 4x the slowest batch seen so far
-            (`jaxload.pipeline.stages.WatchReaders`). A decode on a device gets as long.
+            (`jaxload.stages.pipeline.WatchReaders`). A decode on a device gets as long.
         decode_threads: decodes in flight per device when the devices decode
             (decode_device "cuda", "device" or "hybrid"); None: the GPU's NVDEC engines (7
-            on H100/H200, `jaxload.pipeline.machine.GpuInfo.nvdec_engines`), 2 on CPU
+            on H100/H200, `jaxload.placement.machine.GpuInfo.nvdec_engines`), 2 on CPU
             devices (`jaxload.decode.on_device.DeviceDecoder`).
     """
 

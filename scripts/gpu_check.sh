@@ -180,8 +180,8 @@ status_of() {  # log: ok, deadline (faulthandler's or ours) or failed
 }
 
 # --- 2. The tests ---------------------------------------------------------------------
-TESTS=${GPU_TESTS-tests/decode tests/pipeline/test_decode_choice.py \
-tests/pipeline/test_decode_device_choice.py tests/pipeline/test_decode_split.py}
+TESTS=${GPU_TESTS-tests/decode tests/placement/test_choice.py \
+tests/placement/test_device.py tests/placement/test_split.py}
 TEST_DEADLINE=${GPU_TEST_DEADLINE:-150}
 JUNIT=""
 if [ -n "$TESTS" ]; then

@@ -3,7 +3,7 @@
 
 - `probe`: what a dataset costs here (record sizes, decode and sample times);
 - `recommend`: `Recommendation` and the rules that turn the measurements, with the
-  machine's (`jaxload.pipeline.machine`), into settings, each with its reason.
+  machine's (`jaxload.placement.machine`), into settings, each with its reason.
 
 Example::
 

@@ -1,7 +1,7 @@
 """Measurements of a dataset for autotune: record sizes, decode times on a sample of its
 video segments (ms per frame per camera, and per random access) and whole samples (ms per
 sample, with the windows asked for). `jaxload.autotune.recommend` turns them, with
-the machine's (`jaxload.pipeline.machine`), into loader settings.
+the machine's (`jaxload.placement.machine`), into loader settings.
 
     >>> from jaxload.autotune import probe_dataset
     >>> probe = probe_dataset("out/demo", segments=2, samples=2)

@@ -1,10 +1,10 @@
 """Loader settings from measurements of this machine and the dataset.
 
-`jaxload.pipeline.machine.probe_machine()` reads cores, memory and GPUs (with which codecs
+`jaxload.placement.machine.probe_machine()` reads cores, memory and GPUs (with which codecs
 their NVDEC decodes); `jaxload.autotune.probe.probe_dataset()` measures record sizes
 and decode times. `recommend()` turns both into make_loader settings; the rules are in
 docs/METADATA.md ("Autotune"), and every choice carries its reason. The decode device
-follows the loader's own policy (`jaxload.pipeline.decode_device`).
+follows the loader's own policy (`jaxload.placement.device`).
 
     >>> from jaxload.autotune import recommend
     >>> windows = {"action": [k / 10 for k in range(4)]}
@@ -34,13 +34,13 @@ import numpy as np
 
 from jaxload.autotune.probe import DatasetProbe, probe_dataset
 from jaxload.episode_dataset import is_dataset
-from jaxload.pipeline.decode_device import (
+from jaxload.options import CORES_PER_PROCESS, PipelineOptions, split_cores
+from jaxload.placement.device import (
     DECODE_DEVICES,
     decide_decode_device,
     probe_torchcodec_cuda,
 )
-from jaxload.pipeline.machine import GiB, MachineInfo, probe_machine
-from jaxload.pipeline.options import CORES_PER_PROCESS, PipelineOptions, split_cores
+from jaxload.placement.machine import GiB, MachineInfo, probe_machine
 
 log = logging.getLogger("jaxload.autotune.recommend")
 
@@ -171,7 +171,7 @@ def recommend(
     `machine` and `probes` replace the measurements (tests, or planning for another host);
     `target_samples_per_s` (the trainer's need) caps the workers; `host_count` scales the
     batch bounds to the global batch; `decode_devices` are the devices the loader can
-    decode on (default: `jaxload.pipeline.decode_device.DECODE_DEVICES`); `probe_gpu_decode`
+    decode on (default: `jaxload.placement.device.DECODE_DEVICES`); `probe_gpu_decode`
     tries a torchcodec CUDA decode when there is a GPU (default: when the loader could use
     it; it creates a CUDA context in this process).
     """
@@ -345,7 +345,7 @@ def _decode_device(
     if device == "hybrid":
         # Which of the CPU readers, the devices or both is fastest depends on the host and
         # the frames (on an H200, hybrid served less than either side alone): make_loader
-        # times them on the dataset's first batches (jaxload.pipeline.decode_choice).
+        # times them on the dataset's first batches (jaxload.placement.choice).
         reasons.append(
             "decode_device='auto': make_loader times the CPU readers and the devices on the "
             "first batches and keeps the faster path"

@@ -11,14 +11,14 @@ Rules when datasets differ (documented in the README):
 * Any other difference (window lengths, dtypes, image sizes the image transforms leave
   different) is an error naming the key and the datasets. Cameras of different sizes
   share a key once transformed to one size: the schema is built from the cameras as the
-  readers deliver them (jaxload.pipeline.image_transforms). Rename keys with
+  readers deliver them (jaxload.placement.transforms). Rename keys with
   ``key_maps`` (a key mapped to None is left out of the batch).
 * ``dataset_index`` (int64) says which dataset each sample came from; ``task`` and string
   features (dtype ``str`` in a dataset's ``element_spec``) are numpy arrays of str (they
   cannot become ``jax.Array``s), ``""`` where a dataset lacks the key.
 
 `collate` builds every key; which of them a loader's batch holds (by default neither the
-strings nor, for one dataset, ``dataset_index``) is ``jaxload.pipeline.batch_keys``.
+strings nor, for one dataset, ``dataset_index``) is ``jaxload.batch.keys``.
 """
 
 from __future__ import annotations

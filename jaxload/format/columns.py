@@ -10,7 +10,7 @@ every process of the host maps the same pages instead of holding a copy:
     pickle.loads(pickle.dumps(columns))["length"]   # maps /dev/shm/jaxload_<pid>_<hex>
 
 The file is named like the loader's batch slots (`jaxload_<pid>_<hex>`), so what a killed
-process leaves behind is reclaimed the same way (`jaxload.pipeline.workers`). The process
+process leaves behind is reclaimed the same way (`jaxload.workers.processes`). The process
 that wrote it removes it when its columns are garbage-collected, or at exit; processes that
 mapped it keep their mapping. Unpickling columns whose file is gone (pickled bytes kept
 longer than the process that made them) raises `ColumnsGone`: the caller rebuilds them
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from xxhash import xxh3_64_intdigest
 
-SHM_DIR = "/dev/shm"  # POSIX shared memory on Linux (jaxload.pipeline.shared_batch's too)
+SHM_DIR = "/dev/shm"  # POSIX shared memory on Linux (jaxload.workers.shared_batch's too)
 ALIGN = 64  # each column starts on a cache line
 
 

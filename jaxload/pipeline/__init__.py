@@ -1,6 +1,3 @@
-"""The loader: what is read (`sources`, each source's windows at its fps in
-`source_windows`, image transforms per source and for the loader in `image_transforms`),
-how (`options`), the per-batch read
-(`read_batch`), the Grain stages (`stages`), hosts and sharding (`hosts`), the batch
-layout of mixtures (`batch_schema`), worker shared memory (`shared_batch`), where video is
-decoded (`decode_device`, `machine`), and `make_loader`/`Loader` (`loader`)."""
+"""The `Loader` (`loader`): iterates the global batches a `LoaderSpec` defines
+(jaxload.resolution), running the per-batch stages (jaxload.stages) in worker processes
+(jaxload.workers), with exact, elastic state."""

@@ -1,10 +1,10 @@
 """The `Loader`: iterates the global batches a `LoaderSpec` defines, with exact, elastic
-state. `make_loader` (jaxload.pipeline.make_loader) resolves the spec.
+state. `make_loader` (jaxload.resolution.make_loader) resolves the spec.
 
 Batch k is global positions ``[k*G, (k+1)*G)`` of the sample stream (see
 ``jaxload.sampling.stream``); a batch's content depends on neither worker nor host count,
 so the loader's state is the global position of the next batch (see ``jaxload.state``).
-The Grain stages: ``jaxload.pipeline.stages``.
+The Grain stages: ``jaxload.stages.pipeline``.
 """
 
 from __future__ import annotations
@@ -21,17 +21,18 @@ from typing import Any
 
 import grain
 
+from jaxload.batch.hosts import device_blocks
+from jaxload.batch.keys import Batch, MissingKeys, register_batch_pytree
 from jaxload.errors import RemoteError, WorkerDiedError, WorkerTimeoutError
-from jaxload.pipeline import main_guard, workers
-from jaxload.pipeline.batch_keys import Batch, MissingKeys, register_batch_pytree
-from jaxload.pipeline.decode_split import INITIAL_SHARE, DecodeSplit
-from jaxload.pipeline.hosts import device_blocks
-from jaxload.pipeline.read_batch import ReadBatch
-from jaxload.pipeline.read_threads import DaemonReads
-from jaxload.pipeline.spec import LoaderSpec
-from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
+from jaxload.placement.split import INITIAL_SHARE, DecodeSplit
+from jaxload.resolution.spec import LoaderSpec
+from jaxload.stages.pipeline import ToGlobalArrays, build_pipeline
+from jaxload.stages.read_batch import ReadBatch
 from jaxload.state import LoaderState, check_compatible
 from jaxload.storage.stats_board import StatsBoard, combine
+from jaxload.workers import main_guard
+from jaxload.workers import processes as workers
+from jaxload.workers.read_threads import DaemonReads
 
 
 class Loader:
@@ -84,7 +85,7 @@ class Loader:
     def mixture_table(self) -> str:
         """The datasets as a table: episodes, frames, weight, exact share of a batch, and
         epochs of each per million samples (make_loader logs it at INFO for a mixture)."""
-        from jaxload.pipeline.arguments import dataset_sizes
+        from jaxload.resolution.arguments import dataset_sizes
         from jaxload.sampling.weights import weights_table
 
         spec = self.spec
@@ -106,7 +107,7 @@ class Loader:
 
         Raises jaxload.errors.UnguardedScriptError, before any worker starts, when called
         from a script's top level outside `if __name__ == "__main__":` (see
-        jaxload.pipeline.main_guard)."""
+        jaxload.workers.main_guard)."""
         if self._iterator is None:
             stores = self.spec.remote_stores.values()
             if self.options.num_workers > 0:
@@ -377,7 +378,7 @@ class Loader:
     @property
     def decode_share(self) -> float | None:
         """Hybrid decoding: the share of each device's rows the readers (CPU) decode now,
-        the rest on the devices (jaxload.pipeline.decode_split); None otherwise."""
+        the rest on the devices (jaxload.placement.split); None otherwise."""
         if self.spec.placement.decode_device != "hybrid" or not self.spec.placement.encoded:
             return None
         return self._split.share if self._split is not None else self._share

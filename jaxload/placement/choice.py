@@ -97,7 +97,7 @@ def measure_decode_paths(spec: Any, device_path: str | None = None) -> DecodeCho
         choice = measure_decode_paths(spec)
         print(choice.describe())
     """
-    from jaxload.pipeline.read_batch import ReadBatch
+    from jaxload.stages.read_batch import ReadBatch
 
     if device_path is None:
         gpus = all(d.platform == "gpu" for d in spec.sharding.addressable_devices)
@@ -155,8 +155,8 @@ def _device_rate(spec: Any, batches: list[dict], frames: int) -> float:
     """Frames/s of the devices decoding `batches` with the loader's decode threads."""
     import jax
 
+    from jaxload.batch import hosts
     from jaxload.decode.on_device import CameraRows, DeviceDecoder
-    from jaxload.pipeline import hosts
 
     rows = np.arange(len(spec.rows))
     shapes = {cam: spec.schema.fields[cam].shape for cam in batches[0]}

@@ -12,11 +12,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jaxload.batch.schema import rename_key
 from jaxload.errors import DatasetError
-from jaxload.pipeline.batch_schema import rename_key
-from jaxload.pipeline.machine import MachineInfo, probe_machine
+from jaxload.placement.machine import MachineInfo, probe_machine
 
-log = logging.getLogger("jaxload.pipeline.decode_device")
+log = logging.getLogger("jaxload.placement.device")
 
 # "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any device type torchcodec
 # supports, e.g. CPU devices in tests) in the training process, onto the device that holds
@@ -24,7 +24,7 @@ log = logging.getLogger("jaxload.pipeline.decode_device")
 # rows, the devices the rest, the share measured as it runs (jaxload.pipeline.
 # decode_split). "auto" resolves to "hybrid" where NVDEC can decode every camera, else
 # "cpu"; make_loader then times the sides and keeps the fastest path
-# (jaxload.pipeline.decode_choice).
+# (jaxload.placement.choice).
 DECODE_DEVICES = ("cpu", "cuda", "device", "hybrid")
 
 # Stored codecs no NVDEC decodes (4:4:4 and RGB H.264; HEVC 4:4:4 only on some GPUs):

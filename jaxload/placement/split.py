@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from jaxload.pipeline.shared_batch import SHM_DIR, segment_prefix
+from jaxload.workers.shared_batch import SHM_DIR, segment_prefix
 
-log = logging.getLogger("jaxload.pipeline.decode_split")
+log = logging.getLogger("jaxload.placement.split")
 
 # The readers' share when a loader starts; the steps (SplitBalance) start at FIRST_STEP,
 # halve at each change of direction down to MIN_STEP, double after STEADY moves one way.

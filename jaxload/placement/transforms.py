@@ -13,7 +13,7 @@ Two kinds of transforms, both keyed by (seed, global position):
   decode, jitted over the global batch (needs `sharding`, and one size per key by then);
   "auto": "device" when the devices decode the video, else "cpu".
 
-The batch schema (jaxload.pipeline.batch_schema) is built from each dataset's cameras as
+The batch schema (jaxload.batch.schema) is built from each dataset's cameras as
 the readers deliver them (`resolve_image_transforms`' specs), so the shapes it unifies are
 the transformed ones.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxload.pipeline.batch_schema import rename_key
+from jaxload.batch.schema import rename_key
 from jaxload.transforms.compose import ImageTransforms, as_image_transforms
 
 PLACES = ("auto", "cpu", "device")

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from jaxload.pipeline.sources import DatasetSource
 from jaxload.sampling.weights import MixtureWeights
+from jaxload.sources.source import DatasetSource
 
 # Seeds key SplitMix64 hashes: unsigned 64-bit integers.
 _SEED_LIMIT = 2**64
@@ -73,7 +73,7 @@ def check_fits_in_memory(spec: Any, available: int | None = None) -> None:
 
     In flight: the read threads' buffers (2 per thread), each worker's buffered batches
     (and its read threads'), the prefetch buffer and the batch being used."""
-    from jaxload.pipeline.machine import probe_memory
+    from jaxload.placement.machine import probe_memory
 
     options = spec.options
     row_bytes = sum(

@@ -1,9 +1,9 @@
 """`make_loader`: its arguments checked and resolved once into a `LoaderSpec`
-(jaxload.pipeline.spec), from which the `Loader` (jaxload.pipeline.loader) runs.
+(jaxload.resolution.spec), from which the `Loader` (jaxload.pipeline.loader) runs.
 
-What is read: ``jaxload.pipeline.sources``; how: ``jaxload.pipeline.options``; the order:
-``jaxload.sampling.stream``; which rows this host takes: ``jaxload.pipeline.hosts``; what a
-batch holds: ``jaxload.pipeline.batch_schema`` and ``batch_keys``; where video is decoded
+What is read: ``jaxload.sources.source``; how: ``jaxload.options``; the order:
+``jaxload.sampling.stream``; which rows this host takes: ``jaxload.batch.hosts``; what a
+batch holds: ``jaxload.batch.schema`` and ``batch_keys``; where video is decoded
 and image transforms run: ``decode_device`` and ``image_transforms``.
 """
 
@@ -15,33 +15,33 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jaxload.pipeline import workers
-from jaxload.pipeline.arguments import (
+from jaxload.batch.hosts import this_host_rows
+from jaxload.batch.keys import key_selection
+from jaxload.batch.schema import BatchSchema
+from jaxload.options import PipelineOptions
+from jaxload.pipeline.loader import Batch, Loader
+from jaxload.placement.choice import DecodeChoice, measure_decode_paths
+from jaxload.placement.device import (
+    cameras_decoded_on_device,
+    default_decode_threads,
+    device_streams,
+    resolve_decode_device,
+)
+from jaxload.placement.transforms import resolve_image_transforms
+from jaxload.resolution.arguments import (
     check_arguments,
     check_fits_in_memory,
     check_yields_a_batch,
     rule_weights,
     source_weights,
 )
-from jaxload.pipeline.batch_keys import key_selection
-from jaxload.pipeline.batch_schema import BatchSchema
-from jaxload.pipeline.decode_choice import DecodeChoice, measure_decode_paths
-from jaxload.pipeline.decode_device import (
-    cameras_decoded_on_device,
-    default_decode_threads,
-    device_streams,
-    resolve_decode_device,
-)
-from jaxload.pipeline.hosts import this_host_rows
-from jaxload.pipeline.image_transforms import resolve_image_transforms
-from jaxload.pipeline.loader import Batch, Loader
-from jaxload.pipeline.options import PipelineOptions
-from jaxload.pipeline.source_windows import warn_mostly_padded
-from jaxload.pipeline.sources import DatasetSource, as_sources, open_sources, source_key_map
-from jaxload.pipeline.spec import LoaderSpec, Placement
+from jaxload.resolution.spec import LoaderSpec, Placement
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.stream import SampleStream
 from jaxload.sampling.weights import MixtureWeights, as_weight_rule
+from jaxload.sources.source import DatasetSource, as_sources, open_sources, source_key_map
+from jaxload.sources.windows import warn_mostly_padded
+from jaxload.workers import processes as workers
 
 log = logging.getLogger("jaxload.mixture")
 
@@ -161,7 +161,7 @@ def make_loader(
             decodes in flight per GPU: `options.decode_threads`), "device" (any device
             torchcodec decodes on), "hybrid" (the readers decode a share of each device's
             rows, the devices the rest, the share adjusted as it runs so neither waits:
-            jaxload.pipeline.decode_split) or "auto" ("hybrid" when torchcodec decodes on
+            jaxload.placement.split) or "auto" ("hybrid" when torchcodec decodes on
             a GPU here and its NVDEC handles every camera's codec, else "cpu"; logged with
             the reason). Anything but "cpu" needs `sharding`: the readers hand each camera
             over compressed (`jaxload.decode.frames.EncodedFrames`) and every device
@@ -183,7 +183,7 @@ def make_loader(
             a key mapped to None is left out). `DatasetSource(cameras=...)` names cameras.
         keys: exactly the keys a batch holds, strings and "dataset_index" included. Default:
             every key `jax.jit` accepts ("task" and string features left out,
-            "dataset_index" only in a mixture; jaxload.pipeline.batch_keys).
+            "dataset_index" only in a mixture; jaxload.batch.keys).
         image_transforms: a `jaxload.ImageTransforms`, or a list of steps such as
             `jaxload.transforms.RandomResizedCrop` and `ColorJitter`: every camera (or the
             transforms' `keys`) resized and augmented with random parameters keyed by
@@ -341,7 +341,7 @@ def make_loader(
 
     spec = resolved(options)
     if asked == "auto" and spec.placement.decode_device == "hybrid":
-        # NVDEC can decode: time both sides on these batches (jaxload.pipeline.decode_choice)
+        # NVDEC can decode: time both sides on these batches (jaxload.placement.choice)
         choice = measure_decode_paths(spec)
         if choice.device != "hybrid":
             spec = resolved(dataclasses.replace(options, decode_device=choice.device))

@@ -1,6 +1,6 @@
 """`LoaderSpec`: everything `make_loader` resolved, in one frozen object.
 
-make_loader (jaxload.pipeline.make_loader) checks and resolves its arguments once: the
+make_loader (jaxload.resolution.make_loader) checks and resolves its arguments once: the
 datasets opened, the sample stream, the batch schema, this host's rows, the keys a batch
 holds, where video is decoded and where image transforms run, the pipeline options, the
 remote stores. Every stage takes the spec instead of a list of arguments::
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.batch.keys import KeySelection
+from jaxload.batch.schema import BatchSchema
 from jaxload.episode_dataset import EpisodeDataset, dataset_view
 from jaxload.metadata import shape_dtype_structs
-from jaxload.pipeline.batch_keys import KeySelection
-from jaxload.pipeline.batch_schema import BatchSchema
-from jaxload.pipeline.image_transforms import transformed_spec
-from jaxload.pipeline.options import PipelineOptions
+from jaxload.options import PipelineOptions
+from jaxload.placement.transforms import transformed_spec
 from jaxload.sampling.stream import SampleStream
 from jaxload.state import LoaderState, stream_fingerprint
 from jaxload.transforms.compose import ImageTransforms
@@ -42,7 +42,7 @@ class Placement:
         decode_device: "cpu" (in the readers), "cuda" or "device" (in the training
             process, each device decoding the rows it holds), or "hybrid" (the readers
             decode a share of each device's rows, measured as it runs:
-            `jaxload.pipeline.decode_split`); "auto" is resolved already.
+            `jaxload.placement.split`); "auto" is resolved already.
         encoded: batch keys of the cameras that travel compressed from the readers and are
             decoded in the training process; () when the readers decode everything.
         streams: (codec, height, width) of the encoded cameras' video streams (sizes the
@@ -79,8 +79,8 @@ class LoaderSpec:
         datasets: the opened datasets (`jaxload.open`'s, or any map-style dataset with
             `episode_lengths`), one per source.
         stream: global position -> (dataset, position in it) (jaxload.sampling.stream).
-        schema: how the datasets' keys share one batch (jaxload.pipeline.batch_schema).
-        keys: the keys a batch holds (jaxload.pipeline.batch_keys).
+        schema: how the datasets' keys share one batch (jaxload.batch.schema).
+        keys: the keys a batch holds (jaxload.batch.keys).
         global_batch_size: rows of a global batch.
         seed, shuffle, drop_n_first_frames, drop_n_last_frames: the order's definition
             (already in `stream`; kept for the state and messages).
@@ -95,7 +95,7 @@ class LoaderSpec:
             datasets read from object storage.
         source_transforms: per dataset, its own image transforms (`DatasetSource`'s, bound
             to its cameras' batch keys), run in the readers before the loader's; () or None
-            entries where there are none (jaxload.pipeline.image_transforms).
+            entries where there are none (jaxload.placement.transforms).
     """
 
     names: tuple[str, ...]
@@ -118,7 +118,7 @@ class LoaderSpec:
     remote_stores: Mapping[int, Any] = dataclasses.field(default_factory=dict)
     source_transforms: tuple[ImageTransforms | None, ...] = ()
     # decode_device="auto" where the devices can decode: what was measured and chosen
-    # (jaxload.pipeline.decode_choice.DecodeChoice); None otherwise.
+    # (jaxload.placement.choice.DecodeChoice); None otherwise.
     decode_choice: Any = None
 
     # -- derived ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ make_loader arguments `episodes`, `delta_timestamps`, `delta_frames`, `weights` 
 `key_maps` stay as shorthands: one value shared by every dataset, or (`delta_timestamps`,
 `delta_frames`, `weights`, `key_maps`, and `episodes` as a list with one selection per
 dataset) one per dataset. Windows are resolved at each dataset's fps by
-`jaxload.pipeline.source_windows`.
+`jaxload.sources.windows`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from jaxload.episode_dataset import EpisodeDataset, as_episode_dataset, is_dataset
-from jaxload.pipeline.source_windows import resolve_windows
+from jaxload.sources.windows import resolve_windows
 from jaxload.storage.urls import redact, warn_if_unused
 
 
@@ -116,7 +116,7 @@ def as_sources(
     snap_windows: bool = False,
 ) -> list[DatasetSource]:
     """make_loader's first argument and shorthands as one DatasetSource per dataset, with
-    windows resolved at each dataset's fps (jaxload.pipeline.source_windows)."""
+    windows resolved at each dataset's fps (jaxload.sources.windows)."""
     items = (
         [paths_or_datasets]
         if isinstance(paths_or_datasets, str | os.PathLike | DatasetSource)

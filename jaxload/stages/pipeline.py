@@ -1,4 +1,4 @@
-"""The Grain stages around the per-batch read (jaxload.pipeline.read_batch), and the
+"""The Grain stages around the per-batch read (jaxload.stages.read_batch), and the
 pipeline they make (`build_pipeline`)::
 
     MapDataset.range(batches left)            batch number k, relative to the restored position
@@ -27,17 +27,18 @@ from typing import Any
 import grain
 import numpy as np
 
+from jaxload.batch import hosts
+from jaxload.batch.keys import is_host_only
 from jaxload.decode import nvdec
 from jaxload.decode.frames import EncodedFrames
 from jaxload.decode.on_device import CameraRows, DeviceDecoder
 from jaxload.errors import WorkerTimeoutError
-from jaxload.pipeline import hosts, shared_batch
-from jaxload.pipeline.batch_keys import is_host_only
-from jaxload.pipeline.decode_split import DecodeSplit, SplitBalance
-from jaxload.pipeline.read_batch import DEVICE_SHARE_KEY, Batch, ReadBatch, unpacked_gops
-from jaxload.pipeline.spec import LoaderSpec
-from jaxload.pipeline.workers import WorkerRegistry
+from jaxload.placement.split import DecodeSplit, SplitBalance
+from jaxload.resolution.spec import LoaderSpec
+from jaxload.stages.read_batch import DEVICE_SHARE_KEY, Batch, ReadBatch, unpacked_gops
 from jaxload.transforms.on_device import POSITIONS_KEY, TransformOnDevices
+from jaxload.workers import shared_batch
+from jaxload.workers.processes import WorkerRegistry
 
 # Arrays smaller than this go from workers to the trainer pickled, larger ones through
 # shared memory (camera arrays are built there directly, whatever their size).
@@ -55,7 +56,7 @@ class SharedMemoryOutput(grain.IterDataset):
 
     Grain calls `enable_shared_memory_output` on the dataset given to `mp_prefetch` in the
     workers; ReadBatch then builds camera arrays in shared-memory slots and sends their
-    references (`jaxload.pipeline.shared_batch`), which `OpenSlots` opens in the training process.
+    references (`jaxload.workers.shared_batch`), which `OpenSlots` opens in the training process.
     """
 
     def __init__(self, parent: grain.IterDataset, read_batch: ReadBatch):
@@ -71,7 +72,7 @@ class SharedMemoryOutput(grain.IterDataset):
 
 class OpenSlots(grain.transforms.Map):
     """Batches from the workers as plain ndarrays, without copies: camera arrays from their
-    shared-memory slots (`jaxload.pipeline.shared_batch`), other large arrays from Grain's
+    shared-memory slots (`jaxload.workers.shared_batch`), other large arrays from Grain's
     shared memory (Grain unlinks those once the last view is gone)."""
 
     def __init__(self) -> None:
@@ -98,7 +99,7 @@ class ToGlobalArrays(grain.transforms.Map):
     decoding the rows it holds, several decodes in flight per device
     (`jaxload.decode.on_device.DeviceDecoder`). With a hybrid `split`, the time each batch
     took to decode here and the prefetch thread's wait for the readers move the split
-    (`jaxload.pipeline.decode_split.SplitBalance`). Image transforms placed on the devices
+    (`jaxload.placement.split.SplitBalance`). Image transforms placed on the devices
     run here, after decode (jaxload.transforms.on_device).
     """
 

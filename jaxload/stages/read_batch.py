@@ -5,7 +5,7 @@ dataset and position in the sample stream, reads samples and compressed video, d
 the cameras of the batch together (`jaxload.decode.frames.decode_grouped`) unless the
 training process decodes them on its devices, applies the image transforms (when they run
 on CPU), then the batch transforms, and keeps the keys a batch holds
-(`jaxload.pipeline.batch_keys`).
+(`jaxload.batch.keys`).
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from typing import Any
 import grain
 import numpy as np
 
+from jaxload.batch.schema import rename_key
 from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.decode.on_device import merge_encoded
 from jaxload.episode_dataset import ReadHints
 from jaxload.errors import BatchTransformError
-from jaxload.pipeline import shared_batch
-from jaxload.pipeline.batch_schema import rename_key
-from jaxload.pipeline.decode_split import DecodeSplit
-from jaxload.pipeline.image_transforms import transform_rows
-from jaxload.pipeline.read_threads import DaemonReads
-from jaxload.pipeline.spec import LoaderSpec
-from jaxload.pipeline.workers import raise_if_pipeline_closed
+from jaxload.placement.split import DecodeSplit
+from jaxload.placement.transforms import transform_rows
+from jaxload.resolution.spec import LoaderSpec
 from jaxload.storage.prefetch import BatchReads, Lookahead
 from jaxload.transforms.on_device import POSITIONS_KEY
+from jaxload.workers import shared_batch
+from jaxload.workers.processes import raise_if_pipeline_closed
+from jaxload.workers.read_threads import DaemonReads
 
 Batch = dict[str, Any]
 
@@ -73,7 +73,7 @@ def _new_array(shape: tuple[int, ...], dtype: Any, slots: dict | None) -> np.nda
 class DeviceShare:
     """Hybrid decoding: the batch rows (this host's, in batch order) the devices decode,
     and each camera's compressed frames of those rows. Travels beside the batch under
-    DEVICE_SHARE_KEY; `jaxload.pipeline.stages.ToGlobalArrays` takes it out."""
+    DEVICE_SHARE_KEY; `jaxload.stages.pipeline.ToGlobalArrays` takes it out."""
 
     rows: np.ndarray
     encoded: dict[str, EncodedFrames]
@@ -110,7 +110,7 @@ class ReadBatch(grain.transforms.Map):
     array is torchcodec's output itself, frames already in (sample, slot) order. In a
     Grain worker (`enable_shared_memory_output`, called by Grain) it is copied once into
     one of the worker's reused shared-memory slots, which reaches the training process
-    without another copy (`jaxload.pipeline.shared_batch`). When a dataset is remote, a
+    without another copy (`jaxload.workers.shared_batch`). When a dataset is remote, a
     `jaxload.storage.prefetch.Lookahead` plans and fetches ahead of each batch.
     """
 

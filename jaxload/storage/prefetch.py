@@ -59,7 +59,7 @@ class BatchReads:
 
 class Lookahead:
     """Per process and pipeline: which future batches are planned, when each record is
-    fetched, and the batch interval measured. The read stage (jaxload.pipeline.read_batch)
+    fetched, and the batch interval measured. The read stage (jaxload.stages.read_batch)
     holds one when a dataset of its spec is remote, and calls `before(k, ...)` ahead of
     reading batch k."""
 

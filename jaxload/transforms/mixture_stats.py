@@ -34,7 +34,7 @@ def source_stats(
     datasets, or a list of them; `key_maps` as make_loader's; `sketch=False` leaves out the
     histograms (`load_stats`)."""
     from jaxload.episode_dataset import is_dataset
-    from jaxload.pipeline.sources import DatasetSource
+    from jaxload.sources.source import DatasetSource
 
     items = (
         [paths_or_sources]

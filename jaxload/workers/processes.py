@@ -18,8 +18,8 @@ import signal
 import threading
 import time
 
-from jaxload.pipeline import shared_batch
 from jaxload.storage.scratch import owned_directory, process_alive, remove_owned
+from jaxload.workers import shared_batch
 
 log = logging.getLogger(__name__)
 

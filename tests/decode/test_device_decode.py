@@ -15,7 +15,7 @@ from jaxload.converters.convert import convert
 from jaxload.decode import backend
 from jaxload.decode.backend import TorchcodecBackend
 from jaxload.decode.on_device import to_jax
-from jaxload.pipeline.decode_device import probe_decode, probe_torchcodec_cuda
+from jaxload.placement.device import probe_decode, probe_torchcodec_cuda
 from tests.support.lerobot_factory import decode_frame_leds, write_lerobot_v3
 
 CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}

@@ -319,7 +319,7 @@ def test_the_hybrid_split_moves_the_decodes_to_the_faster_side_and_says_so(
     reference.close()
     options = jaxload.PipelineOptions(num_workers=0, prefetch=1, decode_threads=1)
     loader = jaxload.make_loader(dataset, decode_device="hybrid", options=options, **kw)
-    log = caplog.at_level(logging.INFO, logger="jaxload.pipeline.decode_split")
+    log = caplog.at_level(logging.INFO, logger="jaxload.placement.split")
     with log, backend.use(SlowOnOneSide(slow)):
         shares = []
         for want in wanted:

@@ -14,7 +14,7 @@ DOCS = [
     REPO_ROOT / "benchmarks" / "RESULTS.md",
     *sorted((REPO_ROOT / "docs").glob("*.md")),
 ]
-# `jaxload.pipeline.spec.LoaderSpec`, `jaxload.storage.remote.RemoteStore.stats` ...
+# `jaxload.resolution.spec.LoaderSpec`, `jaxload.storage.remote.RemoteStore.stats` ...
 DOTTED = re.compile(r"(?<![\w./\"-])jaxload(?:\.[A-Za-z_]\w*)+")
 # Paths of the repository's own code: jaxload/format/reader.py, converters/convert.py, ...
 PATH = re.compile(
@@ -58,6 +58,6 @@ def test_paths_in_the_docs_exist(doc, path):
 
 
 def test_the_checker_finds_a_missing_name():
-    assert _resolves("jaxload.pipeline.spec.LoaderSpec.state_at")
-    assert not _resolves("jaxload.pipeline.spec.no_such_function")
+    assert _resolves("jaxload.resolution.spec.LoaderSpec.state_at")
+    assert not _resolves("jaxload.resolution.spec.no_such_function")
     assert not _resolves("jaxload.no_such_module")

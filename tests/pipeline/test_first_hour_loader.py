@@ -20,7 +20,7 @@ import pytest
 import jaxload
 from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError
-from jaxload.pipeline.main_guard import UNGUARDED_EXIT_CODE, _unconditional
+from jaxload.workers.main_guard import UNGUARDED_EXIT_CODE, _unconditional
 from tests.support.lerobot_factory import write_lerobot_v3
 
 REPO = Path(__file__).resolve().parents[2]

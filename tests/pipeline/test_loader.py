@@ -311,7 +311,7 @@ class _StubSharding:
 
 
 def test_rows_follow_the_devices_of_this_process():
-    from jaxload.pipeline.hosts import sharding_rows
+    from jaxload.batch.hosts import sharding_rows
 
     # Non-contiguous rows (an interleaved mesh) and replicas (two devices, same rows).
     rows = sharding_rows(_StubSharding([slice(24, 28), slice(8, 12)]), 32)
@@ -330,7 +330,7 @@ def test_grain_checkpoint_helper_with_worker_processes():
 
 
 def test_default_parallelism_follows_the_core_count():
-    from jaxload.pipeline.options import split_cores
+    from jaxload.options import split_cores
 
     # Up to 3 cores: threads in this process; then processes of ~3 cores each, at most 8.
     assert [split_cores(c) for c in (1, 2, 3)] == [(0, 2), (0, 2), (0, 3)]
@@ -349,7 +349,7 @@ def test_default_parallelism_follows_the_core_count():
 
 
 def test_a_remote_dataset_gets_one_more_read_thread_unless_given():
-    from jaxload.pipeline.options import PipelineOptions
+    from jaxload.options import PipelineOptions
 
     def threads(**kwargs):
         return PipelineOptions(**kwargs).resolve(cores=2, remote=True).read_threads

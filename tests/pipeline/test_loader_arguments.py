@@ -14,8 +14,8 @@ import jaxload
 from jaxload import PipelineOptions, make_loader
 from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError, WindowError
-from jaxload.pipeline import workers
 from jaxload.windows import resolve_delta_timestamps
+from jaxload.workers import processes as workers
 from tests.support import fault_helpers
 from tests.support.lerobot_factory import write_lerobot_v3
 
@@ -167,7 +167,7 @@ def test_batches_that_cannot_fit_in_memory_are_refused_with_the_estimate():
     saying how much the batches in flight would take and what is available."""
     import dataclasses
 
-    from jaxload.pipeline.arguments import check_fits_in_memory
+    from jaxload.resolution.arguments import check_fits_in_memory
     from tests.support.fake_dataset import FakeDataset
 
     loader = make_loader(

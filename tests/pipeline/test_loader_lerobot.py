@@ -13,12 +13,12 @@ import pytest
 
 import jaxload
 from jaxload import PipelineOptions, make_loader
+from jaxload.batch.schema import BatchSchema
 from jaxload.checkpoint import LoaderRestore, LoaderSave
 from jaxload.converters.convert import convert
 from jaxload.errors import CheckpointError, WindowError
-from jaxload.pipeline import shared_batch
-from jaxload.pipeline.batch_schema import BatchSchema
 from jaxload.sampling.stream import SampleStream
+from jaxload.workers import shared_batch
 from tests.pipeline.test_loader import assert_batches_equal
 
 pytestmark = pytest.mark.integration
@@ -110,7 +110,7 @@ def _within(seconds: float, condition) -> bool:
 @pytest.mark.processes
 def test_closing_a_loader_leaves_no_shared_memory_behind(converted):
     # Workers decode into reused shared-memory slots; slots of batches they built but never
-    # sent must not stay in /dev/shm after close (jaxload.pipeline.shared_batch unlinks them when a
+    # sent must not stay in /dev/shm after close (jaxload.workers.shared_batch unlinks them when a
     # worker exits, even those a read thread makes while it exits). Batches the trainer
     # still holds stay valid.
     gc.collect()  # loaders earlier tests dropped close now, not while this test counts

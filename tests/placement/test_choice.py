@@ -1,4 +1,4 @@
-"""decode_device="auto" by measurement (jaxload.pipeline.decode_choice): both sides timed on
+"""decode_device="auto" by measurement (jaxload.placement.choice): both sides timed on
 the dataset's own batches, the faster path kept and said why.
 
 No GPU here: CPU devices stand in for the GPUs (the "device" path decodes through the same
@@ -16,8 +16,8 @@ from jax.sharding import PartitionSpec as P
 
 import jaxload
 from jaxload.decode import backend
-from jaxload.pipeline import decode_choice
-from jaxload.pipeline.decode_choice import choose_by_rates, measure_decode_paths
+from jaxload.placement import choice as decode_choice
+from jaxload.placement.choice import choose_by_rates, measure_decode_paths
 from tests.decode.test_nvdec import WINDOWS, SlowOnOneSide, two_camera_dataset
 
 
@@ -76,7 +76,7 @@ def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeyp
     """make_loader(decode_device="auto") where NVDEC could decode: it times both sides and
     keeps the faster, in the spec and the repr. Mocked: the GPU probe that resolves "auto"
     to "hybrid" (no GPU here); CPU devices decode in its place."""
-    from jaxload.pipeline import make_loader as make_loader_module
+    from jaxload.resolution import make_loader as make_loader_module
 
     monkeypatch.setattr(
         make_loader_module,
@@ -106,8 +106,8 @@ def test_autotune_on_a_gpu_host_leaves_the_decode_device_to_autos_measurement(da
     sides (as decode_device="auto") instead of running hybrid unmeasured. Mocked: the GPU
     host (no GPU here); CPU devices decode in its place."""
     recommend_module = importlib.import_module("jaxload.autotune.recommend")  # not the function
-    from jaxload.pipeline import machine as M
-    from jaxload.pipeline import make_loader as make_loader_module
+    from jaxload.placement import machine as M
+    from jaxload.resolution import make_loader as make_loader_module
 
     h100 = M.GpuInfo("NVIDIA H100 80GB HBM3", 80 * M.GiB, (9, 0))
     host = dataclasses.replace(M.probe_machine(), gpus=(h100,), torchcodec_cuda=True)

@@ -10,8 +10,8 @@ import torch
 import jaxload
 from jaxload.converters.convert import convert
 from jaxload.errors import DatasetError
-from jaxload.pipeline.decode_device import check_cuda_decodable, choose_decode_device
-from jaxload.pipeline.machine import GpuInfo, MachineInfo
+from jaxload.placement.device import check_cuda_decodable, choose_decode_device
+from jaxload.placement.machine import GpuInfo, MachineInfo
 from tests.support.lerobot_factory import write_lerobot_v3
 
 GiB = 2**30
@@ -112,7 +112,7 @@ def image_camera_dataset(dataset):
 def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset):
     """4:4:4 and lossless cameras are not sent to NVDEC; the other cameras are. The GPU
     devices are simulated (no GPU here): only their `platform` is read."""
-    from jaxload.pipeline.decode_device import cameras_decoded_on_device
+    from jaxload.placement.device import cameras_decoded_on_device
 
     class GpuDevice:
         platform = "gpu"

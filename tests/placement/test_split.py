@@ -1,4 +1,4 @@
-"""Hybrid decoding's split (jaxload.pipeline.decode_split): which rows the readers decode,
+"""Hybrid decoding's split (jaxload.placement.split): which rows the readers decode,
 the shared cell a worker process reads, and the balance that moves it."""
 
 import os
@@ -7,8 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
-from jaxload.pipeline import decode_split
-from jaxload.pipeline.decode_split import DecodeSplit, SplitBalance
+from jaxload.placement import split as decode_split
+from jaxload.placement.split import DecodeSplit, SplitBalance
 
 
 def test_the_readers_take_the_first_share_of_each_devices_rows():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from jaxload.pipeline.batch_schema import BatchSchema
+from jaxload.batch.schema import BatchSchema
 from jaxload.sampling.mixture import MixtureSchedule, choose_block_size, quotas
 from jaxload.sampling.stream import SampleStream
 

@@ -6,7 +6,7 @@ import pytest
 import jaxload
 from jaxload import DatasetSource, PipelineOptions
 from jaxload.converters.convert import convert
-from jaxload.pipeline.sources import as_sources
+from jaxload.sources.source import as_sources
 from tests.support.lerobot_factory import write_lerobot_v3
 
 

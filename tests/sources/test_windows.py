@@ -1,4 +1,4 @@
-"""Windows at each dataset's own fps (jaxload.pipeline.source_windows): frames, seconds on
+"""Windows at each dataset's own fps (jaxload.sources.windows): frames, seconds on
 every grid or refused with the nearest valid values, snapping, and the warning for
 windows that are mostly padding."""
 
@@ -12,7 +12,7 @@ import pytest
 from jaxload import DatasetSource
 from jaxload.episode_dataset import MapDataset
 from jaxload.errors import WindowError
-from jaxload.pipeline.source_windows import padded_share, resolve_windows, warn_mostly_padded
+from jaxload.sources.windows import padded_share, resolve_windows, warn_mostly_padded
 from tests.support.fake_dataset import FakeDataset
 
 KEYS = {"action": None, "observation.state": None}

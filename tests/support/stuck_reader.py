@@ -1,5 +1,5 @@
 """A trainer whose `batch_transform` never returns from its third call, for
-tests/pipeline/test_read_threads.py: the process must exit all the same.
+tests/workers/test_read_threads.py: the process must exit all the same.
 
     python -m tests.support.stuck_reader timeout   # next() until WorkerTimeoutError, close()
     python -m tests.support.stuck_reader close     # two batches, close() while the read is stuck

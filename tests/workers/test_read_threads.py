@@ -1,4 +1,4 @@
-"""Reads that fail or never end (jaxload.pipeline.read_threads and the loader around it):
+"""Reads that fail or never end (jaxload.workers.read_threads and the loader around it):
 a failed read is read again by the next next(), never skipped; a read stuck in a
 `batch_transform` never keeps the process from exiting."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jaxload import PipelineOptions, make_loader
-from jaxload.pipeline.read_threads import DaemonReads, ReadsReleased
+from jaxload.workers.read_threads import DaemonReads, ReadsReleased
 from tests.pipeline.test_loader import assert_batches_equal
 from tests.support.fake_dataset import FakeDataset
 from tests.support.fault_helpers import FailsOnce

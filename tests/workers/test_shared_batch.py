@@ -1,4 +1,4 @@
-"""Shared-memory slots (jaxload.pipeline.shared_batch): a worker's pool and the training process's
+"""Shared-memory slots (jaxload.workers.shared_batch): a worker's pool and the training process's
 views, both in this process here (the loader tests run them across real workers)."""
 
 import gc
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from jaxload.pipeline import shared_batch
+from jaxload.workers import shared_batch
 
 
 def _exists(name: str) -> bool:
@@ -80,7 +80,7 @@ def test_arrays_stay_writable_after_the_exit_handler_ran():
     # killing pytest.
     script = """
 import gc, os, numpy as np
-from jaxload.pipeline import shared_batch
+from jaxload.workers import shared_batch
 pool = shared_batch.SlotPool()
 before, _ = pool.array((1 << 20,), np.uint8)
 pool.unlink_all()

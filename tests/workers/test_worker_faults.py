@@ -15,8 +15,8 @@ import pytest
 from jaxload import PipelineOptions, make_loader
 from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError, WorkerDiedError, WorkerTimeoutError
-from jaxload.pipeline import shared_batch
-from jaxload.pipeline import workers as workers_module
+from jaxload.workers import processes as workers_module
+from jaxload.workers import shared_batch
 from tests.pipeline.test_loader import assert_batches_equal
 from tests.support import fault_helpers
 
@@ -325,7 +325,7 @@ def test_a_closed_pipelines_worker_stops_reading(tmp_path):
     directory goes): its reads raise at once instead of reading and decoding the batches
     its read threads queued (Grain stops workers one after another, each after its queued
     work: minutes on a GPU host). One look of the worker's watch, run in this process."""
-    from jaxload.pipeline import workers
+    from jaxload.workers import processes as workers
 
     directory = tmp_path / "registry"
     directory.mkdir()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jaxload.pipeline.workers import ensure_absl_flags_parsed
+from jaxload.workers.processes import ensure_absl_flags_parsed
 
 
 def in_fresh_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -34,7 +34,7 @@ def measure_jaxload(
     """jaxload's loader on `path`: steady-state throughput, time to first batch, peak RSS.
 
     `num_workers=None` measures the loader's own choice for this machine
-    (`jaxload.pipeline.options.split_cores`: worker processes and read threads).
+    (`jaxload.options.split_cores`: worker processes and read threads).
 
     Returns the result and, per counted batch, the dataset positions it served (what
     `jaxload.tools.bench.limit.decode_limit` replays).
@@ -44,8 +44,8 @@ def measure_jaxload(
         >>> print(f"{result.samples_per_s:.0f} samples/s, first batch {result.time_to_first_batch_s:.1f} s")
     """
     import jaxload
-    from jaxload.pipeline.make_loader import make_loader
-    from jaxload.pipeline.options import PipelineOptions, split_cores
+    from jaxload.options import PipelineOptions, split_cores
+    from jaxload.resolution.make_loader import make_loader
 
     windows = dict(delta_timestamps) if delta_timestamps is not None else bench_windows(path)
     ds = jaxload.open(path)  # metadata only: frames per sample, index -> position
