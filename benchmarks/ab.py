@@ -73,14 +73,16 @@ print(json.dumps({"samples_per_s": args["batches"] * args["batch_size"] / second
 
 
 def checkout(base: str, into: Path) -> Path:
-    """A worktree of `base` under `into`, with `jaxload/converters` linked to its
-    `converters/` (what the installed package maps; the base side then imports its own)."""
+    """A worktree of `base` under `into`; a base from before converters/ moved into
+    jaxload/ gets `jaxload/converters` linked to its `converters/` (what the installed
+    package mapped then), so that it imports its own."""
     tree = into / "base"
     subprocess.run(
         ["git", "-C", str(REPO_ROOT), "worktree", "add", "--detach", "-q", str(tree), base],
         check=True,
     )
-    (tree / "jaxload" / "converters").symlink_to(tree / "converters")
+    if (tree / "converters").is_dir() and not (tree / "jaxload" / "converters").exists():
+        (tree / "jaxload" / "converters").symlink_to(tree / "converters")
     return tree
 
 

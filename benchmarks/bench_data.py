@@ -259,7 +259,11 @@ def converter_digest() -> str:
     """Short sha256 of the code that decides a converted dataset's bytes."""
     # Not the converter's uploading, diagnosing or progress code: it writes no dataset byte.
     unrelated = {"publish.py", "doctor.py", "progress.py"}
-    files = [p for p in sorted((REPO_ROOT / "converters").glob("*.py")) if p.name not in unrelated]
+    files = [
+        p
+        for p in sorted((REPO_ROOT / "jaxload" / "converters").glob("*.py"))
+        if p.name not in unrelated
+    ]
     files += sorted((REPO_ROOT / "jaxload" / "format").glob("*.py"))
     digest = hashlib.sha256()
     for path in files:

@@ -38,9 +38,7 @@ rm -f "$OUT"/results_gpu_*.json "$OUT"/summary.json "$OUT"/summary.txt "$OUT"/te
   "$OUT"/bench_gpu.log
 CARRY=${GPU_CARRY:-runs/gpu_carry}
 WORK=$(mktemp -d)
-LINKED=""
 cleanup() {
-  [ -z "$LINKED" ] || rm -f jaxload/converters
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -135,12 +133,6 @@ if [ "$MODE" = gpu ] && ! "$PY" -c 'import torchcodec.decoders' >/dev/null 2>&1;
   fi
   echo "gpu_check: install: $status: $detail"
   step install "$rc" $((SECONDS - began)) 0 "$status" detail "$detail"
-fi
-# The tree itself on the path: where no jaxload is installed (a bare GPU host), its
-# converters/ must appear as jaxload.converters (what the installed package maps).
-if ! "$PY" -c 'from importlib.metadata import version; version("jaxload")' >/dev/null 2>&1 &&
-  [ ! -e jaxload/converters ]; then
-  ln -s ../converters jaxload/converters && LINKED=1
 fi
 
 # --- A step with a deadline, in its own process group ----------------------------------

@@ -19,13 +19,11 @@ TOOLING_LIBRARIES = ("matplotlib", "psutil", "ray", "tqdm", "av", "huggingface_h
 
 
 def _modules() -> dict[str, Path]:
-    """Installed module name -> source file (converters/ installs as jaxload.converters)."""
+    """Installed module name -> source file (one import package: jaxload/)."""
     out = {}
-    for top, package in (("jaxload", "jaxload"), ("converters", "jaxload.converters")):
-        for path in (REPO_ROOT / top).rglob("*.py"):
-            parts = path.relative_to(REPO_ROOT / top).with_suffix("").parts
-            name = ".".join((package, *parts)).removesuffix(".__init__")
-            out[name] = path
+    for path in (REPO_ROOT / "jaxload").rglob("*.py"):
+        parts = path.relative_to(REPO_ROOT / "jaxload").with_suffix("").parts
+        out[".".join(("jaxload", *parts)).removesuffix(".__init__")] = path
     return out
 
 
@@ -103,7 +101,7 @@ def test_pyproject_lists_every_package_of_the_tree():
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = {n for n, p in _modules().items() if p.name == "__init__.py"}
     assert set(config["packages"]) == packages
-    assert config["package-dir"] == {"jaxload.converters": "converters"}
+    assert "package-dir" not in config  # the tree is the package: nothing mapped elsewhere
 
 
 @pytest.mark.processes
