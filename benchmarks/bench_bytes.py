@@ -24,7 +24,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import bench_data  # noqa: E402
-from benchmarks.run import specs_for  # noqa: E402
+from benchmarks.bench_data import specs_for  # noqa: E402
 
 SHORT_MAX = 60  # frames: an episode this long or shorter is "short"
 ANCHORS_PER_GROUP = 40

@@ -31,7 +31,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import jaxload  # noqa: E402
 from benchmarks import bench_data  # noqa: E402
-from benchmarks.run import LARGE, SMALL  # noqa: E402
+from benchmarks.bench_data import LARGE, SMALL  # noqa: E402
 from jaxload.format import layout  # noqa: E402
 from jaxload.tools.bench.windows import bench_windows  # noqa: E402
 

@@ -87,6 +87,23 @@ class DatasetSpec:
         return {k: (self.height, self.width) for k in keys}
 
 
+# The benchmark datasets (benchmarks/run.py and the side benchmarks measure these).
+SMALL = DatasetSpec("small", height=96, width=128, episodes=50)
+# 480x640 sources cost ~22 ms/frame to generate and ~75 ms/frame to convert here (2 cores):
+# 12 episodes (~3,600 frames) keep both within a few minutes.
+LARGE = DatasetSpec("large", height=480, width=640, episodes=12)
+QUICK = {
+    "small": dataclasses.replace(SMALL, episodes=4, max_length=120),
+    "large": dataclasses.replace(LARGE, episodes=2, max_length=40),
+}
+
+
+def specs_for(quick: bool, only: list[str] | None = None) -> dict[str, DatasetSpec]:
+    """The benchmark datasets by label ("small", "large"); tiny ones with `quick`."""
+    chosen = QUICK if quick else {"small": SMALL, "large": LARGE}
+    return {k: v for k, v in chosen.items() if not only or k in only}
+
+
 # --- fast, identical frames ------------------------------------------------------------------
 
 

@@ -31,7 +31,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import bench_data  # noqa: E402
-from benchmarks.run import LARGE, SMALL, specs_for  # noqa: E402
+from benchmarks.bench_data import LARGE, SMALL, specs_for  # noqa: E402
 
 # Its own source, so that the size ratio compares with exactly the episodes converted.
 SPEC = dataclasses.replace(SMALL, name="gop", episodes=10)

@@ -24,7 +24,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import bench_data  # noqa: E402
-from benchmarks.run import specs_for  # noqa: E402
+from benchmarks.bench_data import specs_for  # noqa: E402
 
 EPOCHS = 5
 TOLERANCE = 0.10
@@ -35,7 +35,7 @@ def rss_per_epoch(
 ) -> dict:
     """In this process: run `epochs` epochs, return peak/last RSS and wall time per epoch."""
     from jaxload.options import PipelineOptions
-    from jaxload.resolution.make_loader import make_loader
+    from jaxload.pipeline.make_loader import make_loader
     from jaxload.tools import bench
 
     windows = bench.bench_windows(path)

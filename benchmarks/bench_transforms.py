@@ -156,7 +156,7 @@ def main() -> None:
     from jax.sharding import NamedSharding, PartitionSpec
 
     from benchmarks import bench_data
-    from benchmarks.run import LARGE
+    from benchmarks.bench_data import LARGE
 
     _, path = bench_data.prepare(LARGE)
     sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), PartitionSpec("data"))

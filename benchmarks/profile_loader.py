@@ -41,7 +41,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import bench_data  # noqa: E402
-from benchmarks.run import specs_for  # noqa: E402
+from benchmarks.bench_data import specs_for  # noqa: E402
 from jaxload.decode.backend import OpenStream, TorchcodecBackend  # noqa: E402
 
 STAGES = ("arrayrecord_read", "build_mp4", "decoder_create", "decode", "collate", "other")
@@ -136,7 +136,7 @@ class _TimedStream:
 def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) -> dict:
     """Per-batch seconds of each stage of ReadBatch.map, one thread, this process."""
     from jaxload.options import PipelineOptions
-    from jaxload.resolution.make_loader import make_loader
+    from jaxload.pipeline.make_loader import make_loader
     from jaxload.tools import bench
 
     windows = bench.bench_windows(path)

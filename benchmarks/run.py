@@ -25,16 +25,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import bench_data  # noqa: E402
-from benchmarks.bench_data import DatasetSpec  # noqa: E402
+from benchmarks.bench_data import DatasetSpec, specs_for  # noqa: E402
 
-SMALL = DatasetSpec("small", height=96, width=128, episodes=50)
-# 480x640 sources cost ~22 ms/frame to generate and ~75 ms/frame to convert here (2 cores):
-# 12 episodes (~3,600 frames) keep both within a few minutes.
-LARGE = DatasetSpec("large", height=480, width=640, episodes=12)
-QUICK = {
-    "small": dataclasses.replace(SMALL, episodes=4, max_length=120),
-    "large": dataclasses.replace(LARGE, episodes=2, max_length=40),
-}
 # What the issue asks for: jaxload / LeRobot samples/s, and share of the decode limit.
 TARGETS = {"small": {"vs_lerobot": 5.0}, "large": {"vs_lerobot": 1.5, "vs_decode_limit": 0.85}}
 
@@ -69,12 +61,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.repeats = args.repeats or (1 if quick else 2)
     args.out = args.out or (args.cache / "quick" if quick else REPO_ROOT / "benchmarks")
     return args
-
-
-def specs_for(quick: bool, only: list[str] | None = None) -> dict[str, DatasetSpec]:
-    """The benchmark datasets by label ("small", "large"); tiny ones with `quick`."""
-    chosen = QUICK if quick else {"small": SMALL, "large": LARGE}
-    return {k: v for k, v in chosen.items() if not only or k in only}
 
 
 def check_targets(reports: list) -> list[dict]:
