@@ -329,8 +329,8 @@ def loader_run(dataset: Path, sharding, path: str, args: argparse.Namespace, ste
         "first_batch_s": first_s,
         "decode_share_readers": share,
         "auto_choice": None
-        if loader.spec.decode_choice is None
-        else loader.spec.decode_choice.describe(),
+        if loader.spec.placement.choice is None
+        else loader.spec.placement.choice.describe(),
         "close_s": close_s,
         "memory_growth": growth,
     }

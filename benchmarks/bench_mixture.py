@@ -109,10 +109,9 @@ def read_path_cost(
     """The read stage alone, synchronously in this thread (no read threads, no prefetch):
     CPU ms per sample, decoders opened per batch and the CPU ms they cost per sample."""
     from jaxload.decode import backend
-    from jaxload.stages.read_batch import ReadBatch
 
     with loader_for(paths, names, batch_size) as loader:
-        read = ReadBatch(loader.spec, 0)
+        read = loader.read_batch()  # the read stage at position 0
         for k in range(2):
             read.map(k)
         with backend.use(_CountingBackend(backend.current())) as counting:

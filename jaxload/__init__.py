@@ -52,7 +52,7 @@ from jaxload.metadata import DatasetMetadata
 __version__ = "0.1.0"
 
 _LAZY = {
-    "make_loader": "jaxload.resolution.make_loader",
+    "make_loader": "jaxload.pipeline.make_loader",
     "Loader": "jaxload.pipeline.loader",
     "LoaderSpec": "jaxload.resolution.spec",
     "DatasetSource": "jaxload.sources.source",

@@ -201,3 +201,31 @@ def as_episode_dataset(obj: Any) -> EpisodeDataset:
         f"{type(obj).__name__} is not a dataset: a loader reads jaxload.open's datasets, or "
         "map-style datasets over frames with `episode_lengths`, `len` and `ds[i]`"
     )
+
+
+class OpenedDatasets:
+    """A loader's opened datasets, and the remote stores among them (fetching ahead, read
+    counters); the `Loader` owns them and closes them once.
+
+    Example:
+        datasets = OpenedDatasets([jaxload.open("out/demo")])
+        datasets[0].read([0, 1]); datasets.stores; datasets.close()
+    """
+
+    def __init__(self, datasets: Sequence[EpisodeDataset]):
+        self.datasets = tuple(datasets)
+        self.stores = {d: ds.remote_store for d, ds in enumerate(self.datasets) if ds.remote_store}
+
+    def __getitem__(self, d: int) -> EpisodeDataset:
+        return self.datasets[d]
+
+    def __len__(self) -> int:
+        return len(self.datasets)
+
+    def __iter__(self) -> Any:
+        return iter(self.datasets)
+
+    def close(self) -> None:
+        """Stop fetching ahead (a later read starts again)."""
+        for store in self.stores.values():
+            store.close()

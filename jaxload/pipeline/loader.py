@@ -1,5 +1,5 @@
 """The `Loader`: iterates the global batches a `LoaderSpec` defines, with exact, elastic
-state. `make_loader` (jaxload.resolution.make_loader) resolves the spec.
+state. `make_loader` (jaxload.pipeline.make_loader) resolves the spec.
 
 Batch k is global positions ``[k*G, (k+1)*G)`` of the sample stream (see
 ``jaxload.sampling.stream``); a batch's content depends on neither worker nor host count,
@@ -23,6 +23,7 @@ import grain
 
 from jaxload.batch.hosts import device_blocks
 from jaxload.batch.keys import Batch, MissingKeys, register_batch_pytree
+from jaxload.episode_dataset import EpisodeDataset, OpenedDatasets
 from jaxload.errors import RemoteError, WorkerDiedError, WorkerTimeoutError
 from jaxload.placement.split import INITIAL_SHARE, DecodeSplit
 from jaxload.resolution.spec import LoaderSpec
@@ -48,8 +49,9 @@ class Loader:
         >>> loader.close()
     """
 
-    def __init__(self, spec: LoaderSpec):
+    def __init__(self, spec: LoaderSpec, datasets: OpenedDatasets):
         self.spec = spec
+        self._datasets = datasets  # opened for this loader: `close` stops their fetching
         self._start = 0  # global position of the first batch of the current pipeline
         self._delivered = 0  # batches handed out since _start
         self._iterator: Any = None
@@ -71,8 +73,9 @@ class Loader:
         return self.spec.options
 
     @property
-    def datasets(self) -> tuple[Any, ...]:
-        return self.spec.datasets
+    def datasets(self) -> tuple[EpisodeDataset, ...]:
+        """The opened datasets, one per source (`jaxload.episode_dataset.EpisodeDataset`)."""
+        return self._datasets.datasets
 
     @property
     def stream(self) -> Any:
@@ -89,7 +92,7 @@ class Loader:
         from jaxload.sampling.weights import weights_table
 
         spec = self.spec
-        sizes = dataset_sizes(spec.datasets, spec.drop_n_first_frames, spec.drop_n_last_frames)
+        sizes = dataset_sizes(self.datasets, spec.drop_n_first_frames, spec.drop_n_last_frames)
         mixture = spec.stream.mixture
         weights = [1.0] if mixture is None else mixture.weights
         shares = [1.0] if mixture is None else mixture.shares
@@ -109,7 +112,7 @@ class Loader:
         from a script's top level outside `if __name__ == "__main__":` (see
         jaxload.workers.main_guard)."""
         if self._iterator is None:
-            stores = self.spec.remote_stores.values()
+            stores = self._datasets.stores.values()
             if self.options.num_workers > 0:
                 main_guard.check_before_start(self.options.num_workers)
                 for store in stores:  # workers publish their counters for `stats`
@@ -150,7 +153,7 @@ class Loader:
                 raise
             raise failure from e
         self._delivered += 1
-        for store in self.spec.remote_stores.values():  # workers' reads in one line, here
+        for store in self._datasets.stores.values():  # workers' reads in one line, here
             store.log_progress()
         out = Batch(batch)
         out.missing = self._missing  # a missing key's KeyError says why
@@ -196,7 +199,7 @@ class Loader:
         parts = self._let_go(stuck)
         _RUNNING.discard(self)
         # The next pipeline never waits on the fetches of this one.
-        for store in self.spec.remote_stores.values():
+        for store in self._datasets.stores.values():
             store.restart()
 
         def close() -> None:
@@ -232,8 +235,7 @@ class Loader:
             self._iterator = None
         for part in self._let_go():
             part.close()
-        for store in self.spec.remote_stores.values():  # stop fetching ahead
-            store.close()
+        self._datasets.close()  # stop fetching ahead
         _RUNNING.discard(self)
 
     def __enter__(self) -> Loader:
@@ -303,11 +305,12 @@ class Loader:
         )
 
     def _decode_repr(self) -> str:
-        placement, choice = self.spec.placement, self.spec.decode_choice
+        placement = self.spec.placement
+        choice = placement.choice
         auto = f" (auto: {choice.describe()})" if choice is not None else ""
         if placement.decode_device == "cpu" or not placement.encoded:
             return f"decode=cpu{auto}, " if auto else ""
-        text = f"decode={placement.decode_device} x{self.spec.options.decode_threads}{auto}"
+        text = f"decode={placement.decode_device} x{placement.decode_threads}{auto}"
         share = self.decode_share
         if share is not None:
             text += f" (readers {share:.0%} of the rows)"
@@ -353,7 +356,7 @@ class Loader:
         The loader's process also logs them (logger "jaxload.storage", level INFO, every
         `RemoteOptions.log_every_s`)."""
         out = {}
-        for d, store in self.spec.remote_stores.items():
+        for d, store in self._datasets.stores.items():
             published = store.board.read(store.url) if store.board is not None else []
             out[self.spec.names[d]] = combine([store.stats(), *published])
         return out
@@ -361,7 +364,7 @@ class Loader:
     def read_batch(self) -> ReadBatch:
         """The per-batch read transform, anchored at the current position (remote datasets:
         fetching ahead of each batch, jaxload.storage.prefetch)."""
-        return ReadBatch(self.spec.for_readers(), self.position, self._split)
+        return ReadBatch(self.spec.for_readers(), self._datasets, self.position, self._split)
 
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""

@@ -1,10 +1,11 @@
-"""`make_loader`: its arguments checked and resolved once into a `LoaderSpec`
-(jaxload.resolution.spec), from which the `Loader` (jaxload.pipeline.loader) runs.
+"""`make_loader`, the facade: its arguments checked, resolved once in phases into a
+`LoaderSpec` (`jaxload.resolution.resolve`), and the `Loader` (jaxload.pipeline.loader)
+that runs it, owning the opened datasets.
 
-What is read: ``jaxload.sources.source``; how: ``jaxload.options``; the order:
+What is read: ``jaxload.sources``; how: ``jaxload.options``; the order:
 ``jaxload.sampling.stream``; which rows this host takes: ``jaxload.batch.hosts``; what a
-batch holds: ``jaxload.batch.schema`` and ``batch_keys``; where video is decoded
-and image transforms run: ``decode_device`` and ``image_transforms``.
+batch holds: ``jaxload.batch.schema`` and ``jaxload.batch.keys``; where video is decoded
+and image transforms run: ``jaxload.placement.decide``.
 """
 
 from __future__ import annotations
@@ -15,32 +16,12 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jaxload.batch.hosts import this_host_rows
-from jaxload.batch.keys import key_selection
-from jaxload.batch.schema import BatchSchema
 from jaxload.options import PipelineOptions
 from jaxload.pipeline.loader import Batch, Loader
-from jaxload.placement.choice import DecodeChoice, measure_decode_paths
-from jaxload.placement.device import (
-    cameras_decoded_on_device,
-    default_decode_threads,
-    device_streams,
-    resolve_decode_device,
-)
-from jaxload.placement.transforms import resolve_image_transforms
-from jaxload.resolution.arguments import (
-    check_arguments,
-    check_fits_in_memory,
-    check_yields_a_batch,
-    rule_weights,
-    source_weights,
-)
-from jaxload.resolution.spec import LoaderSpec, Placement
+from jaxload.resolution.arguments import check_arguments
+from jaxload.resolution.resolve import resolve
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
-from jaxload.sampling.stream import SampleStream
-from jaxload.sampling.weights import MixtureWeights, as_weight_rule
-from jaxload.sources.source import DatasetSource, as_sources, open_sources, source_key_map
-from jaxload.sources.windows import warn_mostly_padded
+from jaxload.sampling.weights import MixtureWeights
 from jaxload.workers import processes as workers
 
 log = logging.getLogger("jaxload.mixture")
@@ -237,123 +218,38 @@ def make_loader(
         raise ValueError(
             f"batch_transform must be a callable (batch -> batch), got {batch_transform!r}"
         )
-    options = _with_shorthands(
-        options,
-        decode_device,
-        num_workers=num_workers,
-        read_threads=read_threads,
-        worker_buffer_size=worker_buffer_size,
-        prefetch=prefetch,
-        autotune=autotune,
-    )
-    rule = as_weight_rule(weights)
-    sources = as_sources(
+    shorthands = dict(num_workers=num_workers, read_threads=read_threads, prefetch=prefetch)
+    shorthands |= dict(worker_buffer_size=worker_buffer_size, autotune=autotune)
+    spec, datasets = resolve(
         paths_or_datasets,
-        episodes=episodes,
+        options=_with_shorthands(options, decode_device, **shorthands),
+        global_batch_size=global_batch_size,
+        seed=seed,
+        shuffle=shuffle,
+        num_epochs=num_epochs,
         delta_timestamps=delta_timestamps,
         delta_frames=delta_frames,
         snap_windows=snap_windows,
-        weights=None if rule is not None else weights,
-        key_maps=key_maps,
-        storage_options=storage_options,
-    )
-    datasets = open_sources(sources, remote=remote)
-    for source, dataset in zip(sources, datasets, strict=True):
-        if len(dataset.episode_lengths) == 0:
-            raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
-    names = tuple(s.name for s in sources)
-    warn_mostly_padded(names, datasets, drop_n_first_frames, drop_n_last_frames)
-    stream = SampleStream(
-        [d.episode_lengths for d in datasets],
-        weights=source_weights(sources)
-        if rule is None or len(sources) == 1
-        else rule_weights(rule, sources, datasets, drop_n_first_frames, drop_n_last_frames),
-        seed=seed,
-        shuffle=shuffle,
         drop_n_first_frames=drop_n_first_frames,
         drop_n_last_frames=drop_n_last_frames,
+        weights=weights,
+        sharding=sharding,
+        host_index=host_index,
+        host_count=host_count,
+        batch_transform=batch_transform,
         mixture_block_size=mixture_block_size,
+        episodes=episodes,
+        key_maps=key_maps,
+        keys=keys,
+        image_transforms=image_transforms,
+        image_transforms_on=image_transforms_on,
+        storage_options=storage_options,
+        remote=remote,
     )
-    check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
-    key_maps = [source_key_map(s, d) for s, d in zip(sources, datasets, strict=True)]
-    rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
-    remote_stores = {d: ds.remote_store for d, ds in enumerate(datasets) if ds.remote_store}
-    if options.autotune:  # first: it may leave the decode device to "auto"'s measurement
-        options = _autotuned(options, sources, datasets, host_count, sharding)
-    asked, why = options.decode_device, []
-    options = dataclasses.replace(
-        options,
-        decode_device=resolve_decode_device(options.decode_device, datasets, sharding, why),
-    )
-    in_memory = any(s.options.cache_dir is None for s in remote_stores.values())
-    options = options.resolve(remote=in_memory)
-
-    def resolved(options: PipelineOptions) -> LoaderSpec:
-        """The spec with the cameras decoded where `options.decode_device` says."""
-        encoded = cameras_decoded_on_device(options.decode_device, datasets, key_maps, sharding)
-        if encoded and options.decode_threads is None:
-            options = dataclasses.replace(options, decode_threads=default_decode_threads(sharding))
-        transforms, transforms_on, own_transforms, specs = resolve_image_transforms(
-            image_transforms,
-            image_transforms_on,
-            [s.image_transforms for s in sources],
-            names,
-            [list(d.camera_keys) for d in datasets],
-            [d.element_spec() for d in datasets],
-            key_maps,
-            encoded,
-            sharding,
-        )
-        schema = BatchSchema(specs, key_maps)  # the cameras as the readers deliver them
-        selection = key_selection(
-            keys,
-            [*schema.fields, *schema.strings],
-            mixture=len(datasets) > 1,
-            transform=batch_transform,
-        )
-        return LoaderSpec(
-            names=names,
-            datasets=tuple(datasets),
-            stream=stream,
-            schema=schema,
-            keys=selection,
-            global_batch_size=int(global_batch_size),
-            seed=int(seed),
-            shuffle=bool(shuffle),
-            drop_n_first_frames=int(drop_n_first_frames),
-            drop_n_last_frames=int(drop_n_last_frames),
-            num_epochs=num_epochs,
-            rows=rows,
-            host_count=host_count,
-            sharding=sharding,
-            placement=Placement(
-                options.decode_device,
-                encoded,
-                transforms,
-                transforms_on,
-                device_streams(datasets, key_maps, encoded),
-            ),
-            batch_transforms=(batch_transform,) if batch_transform is not None else (),
-            options=options,
-            remote_stores=remote_stores,
-            source_transforms=own_transforms,
-        )
-
-    spec = resolved(options)
-    if asked == "auto" and spec.placement.decode_device == "hybrid":
-        # NVDEC can decode: time both sides on these batches (jaxload.placement.choice)
-        choice = measure_decode_paths(spec)
-        if choice.device != "hybrid":
-            spec = resolved(dataclasses.replace(options, decode_device=choice.device))
-        spec = dataclasses.replace(spec, decode_choice=choice)
-    elif asked == "auto":
-        choice = DecodeChoice(spec.placement.decode_device, tuple(why))
-        spec = dataclasses.replace(spec, decode_choice=choice)
-    check_fits_in_memory(spec)
-    if options.num_workers > 0:
+    if spec.options.num_workers > 0:
         workers.ensure_absl_flags_parsed()
-    loader = Loader(spec)
-    if stream.mixture is not None:
+    loader = Loader(spec, datasets)
+    if spec.stream.mixture is not None:
         log.info("mixture of %d datasets:\n%s", len(datasets), loader.mixture_table())
     return loader
 
@@ -389,24 +285,3 @@ def _with_shorthands(
             f"{options.decode_device!r}: name the device once"
         )
     return dataclasses.replace(options, decode_device=decode_device)
-
-
-def _autotuned(
-    options: PipelineOptions,
-    sources: Sequence[DatasetSource],
-    datasets: list,
-    host_count: int,
-    sharding: Any,
-) -> PipelineOptions:
-    """Apply jaxload.autotune's recommendation to the knobs the caller left unset."""
-    from jaxload.autotune import tuned_loader_kwargs
-
-    explicit = {k: getattr(options, k) for k in options.explicit}
-    windows = sources[0].delta_timestamps if len(sources) == 1 else None
-    tuned = tuned_loader_kwargs(
-        datasets, delta_timestamps=windows, host_count=host_count, overrides=explicit
-    )
-    if tuned.get("decode_device", "cpu") != "cpu" and sharding is None:
-        tuned["decode_device"] = "cpu"  # decoding onto devices needs to know which: `sharding`
-    fields = {f.name for f in dataclasses.fields(PipelineOptions)} - {"autotune"}
-    return dataclasses.replace(options, **{k: v for k, v in tuned.items() if k in fields})

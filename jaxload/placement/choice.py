@@ -12,10 +12,12 @@ about a second each, before any worker starts:
   (after one untimed pass that creates the decoders).
 
 and keeps the path with the highest predicted rate: the CPU's, the devices', or hybrid at
-HYBRID_EFFICIENCY of their sum. The choice and the rates are in `loader.spec.decode_choice`,
-the loader's repr and a log line.
+HYBRID_EFFICIENCY of their sum. The choice and the rates are in
+`loader.spec.placement.choice`, the loader's repr and a log line. It measures on what is
+read (`jaxload.sources.read.ReadSpec`), before any loader spec exists
+(`jaxload.placement.decide`):
 
-    choice = measure_decode_paths(spec)    # spec: cameras encoded (placement "hybrid")
+    choice = measure_decode_paths(read, cameras, options, decode_threads)
     choice.device, choice.reasons
 """
 
@@ -26,6 +28,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -84,42 +87,62 @@ def choose_by_rates(
     return best, (f"decode_device='auto' -> {best!r}, predicted frames/s: {why}",)
 
 
-def measure_decode_paths(spec: Any, device_path: str | None = None) -> DecodeChoice:
-    """Times the CPU readers and the devices decoding the first batches of `spec` (whose
-    placement leaves the cameras compressed for the devices) and chooses.
+def measure_decode_paths(
+    read: Any,
+    cameras: Sequence[str],
+    options: Any,
+    decode_threads: int,
+    device_path: str | None = None,
+) -> DecodeChoice:
+    """Times the CPU readers and the devices decoding `cameras` of the first batches of
+    `read` and chooses.
 
     Args:
-        spec: a LoaderSpec with `placement.encoded` cameras and a `sharding`.
+        read: what is read (`jaxload.sources.read.ReadSpec`, with a `sharding`).
+        cameras: the batch keys of the cameras the devices would decode.
+        options: the resolved `jaxload.PipelineOptions` (the readers' threads, the timeout).
+        decode_threads: decodes in flight per device.
         device_path: what the devices' path is called: "cuda" on GPUs, else "device"
             (tests, where CPU devices stand in for GPUs).
 
     Example:
-        choice = measure_decode_paths(spec)
+        choice = measure_decode_paths(read, ("observation.images.top",), options, 2)
         print(choice.describe())
     """
-    from jaxload.stages.read_batch import ReadBatch
-
     if device_path is None:
-        gpus = all(d.platform == "gpu" for d in spec.sharding.addressable_devices)
+        gpus = all(d.platform == "gpu" for d in read.sharding.addressable_devices)
         device_path = "cuda" if gpus else "device"
-    cameras = spec.placement.encoded
-    read = ReadBatch(spec.for_readers(), 0)
-    batches = [
-        {cam: read.map(k)[cam] for cam in cameras}
-        for k in range(min(MEASURE_BATCHES, spec.num_batches(0) or MEASURE_BATCHES))
-    ]
+    count = min(MEASURE_BATCHES, read.num_batches(0) or MEASURE_BATCHES)
+    batches = [_encoded_batch(read, cameras, k) for k in range(count)]
     frames = sum(v.gop_index.size for batch in batches for v in batch.values())
-    cpu = _cpu_rate(batches, frames, _reader_threads(spec))
-    devices = _device_rate(spec, batches, frames)
+    cpu = _cpu_rate(batches, frames, _reader_threads(options))
+    devices = _device_rate(read, batches, frames, options, decode_threads)
     device, reasons = choose_by_rates(cpu, devices, device_path)
     choice = DecodeChoice(device, reasons, cpu, devices)
     log.info("%s", choice.describe())
     return choice
 
 
-def _reader_threads(spec: Any) -> int:
+def _encoded_batch(read: Any, cameras: Sequence[str], k: int) -> dict[str, Any]:
+    """Batch k's frames of `cameras`, compressed, in this host's row order (each dataset
+    read once, as the read stage reads it)."""
+    from jaxload.batch.schema import rename_key
+    from jaxload.decode.on_device import merge_encoded
+
+    dataset_ids, positions = read.stream.locate(read.positions(0, k))
+    parts: dict[str, list] = {cam: [] for cam in cameras}
+    for d in np.unique(dataset_ids).tolist():
+        where = np.flatnonzero(dataset_ids == d)
+        _, videos = read.datasets[d].read(positions[where].tolist())
+        for raw_key, video in videos.items():
+            key = rename_key(raw_key, read.key_maps[d])
+            if key in parts:
+                parts[key].append((where, video))
+    return {cam: merge_encoded(p, len(dataset_ids)) for cam, p in parts.items()}
+
+
+def _reader_threads(options: Any) -> int:
     """The threads the readers decode in: workers x read threads, at most the cores."""
-    options = spec.options
     threads = max(1, options.num_workers) * max(1, options.read_threads)
     return max(1, min(threads, os.cpu_count() or 1))
 
@@ -151,23 +174,27 @@ def _cpu_rate(batches: list[dict], frames: int, threads: int) -> float:
     return sum(counts) * frames / (time.perf_counter() - began)
 
 
-def _device_rate(spec: Any, batches: list[dict], frames: int) -> float:
-    """Frames/s of the devices decoding `batches` with the loader's decode threads."""
+def _device_rate(
+    read: Any, batches: list[dict], frames: int, options: Any, decode_threads: int
+) -> float:
+    """Frames/s of the devices decoding `batches` with `decode_threads` decodes in flight."""
     import jax
 
     from jaxload.batch import hosts
+    from jaxload.batch.schema import BatchSchema
     from jaxload.decode.on_device import CameraRows, DeviceDecoder
 
-    rows = np.arange(len(spec.rows))
-    shapes = {cam: spec.schema.fields[cam].shape for cam in batches[0]}
-    decoder = DeviceDecoder(spec.options.decode_threads, spec.options.worker_timeout_s)
+    rows = np.arange(len(read.rows))
+    fields = BatchSchema([d.element_spec() for d in read.datasets], read.key_maps).fields
+    shapes = {cam: fields[cam].shape for cam in batches[0]}
+    decoder = DeviceDecoder(decode_threads, options.worker_timeout_s)
 
     def decode(batch: dict) -> None:
         arrays = decoder.decode_to_global(
             {cam: CameraRows(v, rows) for cam, v in batch.items()},
             shapes,
-            lambda ndim: hosts.sharding_for_rank(spec.sharding, ndim),
-            spec.rows,
+            lambda ndim: hosts.sharding_for_rank(read.sharding, ndim),
+            read.rows,
             len(rows),
         )
         jax.block_until_ready(arrays)

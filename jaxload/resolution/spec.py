@@ -1,23 +1,25 @@
-"""`LoaderSpec`: everything `make_loader` resolved, in one frozen object.
+"""`LoaderSpec`: everything `make_loader` resolved, in one frozen value.
 
-make_loader (jaxload.resolution.make_loader) checks and resolves its arguments once: the
-datasets opened, the sample stream, the batch schema, this host's rows, the keys a batch
-holds, where video is decoded and where image transforms run, the pipeline options, the
-remote stores. Every stage takes the spec instead of a list of arguments::
+`jaxload.resolution.resolve` resolves make_loader's arguments once, in phases: what is read
+(the datasets opened, their windows in frames, the sample stream, this host's rows), where
+video is decoded and image transforms run (`jaxload.placement.decide`), the pipeline
+options, then this spec. Every stage takes the spec (and the opened datasets, which the
+`Loader` owns) instead of a list of arguments::
 
-    spec = resolve_spec(...)            # make_loader does this
-    Loader(spec)                        # iteration and state
-    ReadBatch(spec, start)              # batch number -> this host's rows (in the readers)
-    ToGlobalArrays(spec)                # numpy rows -> global jax.Arrays (training process)
+    spec, datasets = resolve(...)           # make_loader does this
+    Loader(spec, datasets)                  # iteration and state; closes the datasets
+    ReadBatch(spec, datasets, start)        # batch number -> this host's rows (in the readers)
+    ToGlobalArrays(spec)                    # numpy rows -> global jax.Arrays (training process)
 
-A spec never changes; what the readers need of it travels to worker processes pickled
-(`for_readers`: without the device sharding, which only the training process uses).
+A spec is a value: names, fingerprints, stream, schema, rows, placement and options,
+compared by what they define and cheap to pickle (it holds no opened dataset and no
+store). What the readers need of it travels to worker processes (`for_readers`: without
+the device sharding, which only the training process uses).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,48 +27,12 @@ import numpy as np
 
 from jaxload.batch.keys import KeySelection
 from jaxload.batch.schema import BatchSchema
-from jaxload.episode_dataset import EpisodeDataset, dataset_view
 from jaxload.metadata import shape_dtype_structs
 from jaxload.options import PipelineOptions
+from jaxload.placement.decide import Placement
 from jaxload.placement.transforms import transformed_spec
 from jaxload.sampling.stream import SampleStream
-from jaxload.state import LoaderState, stream_fingerprint
-from jaxload.transforms.compose import ImageTransforms
-
-
-@dataclasses.dataclass(frozen=True)
-class Placement:
-    """Where video is decoded and where image transforms run.
-
-    Attributes:
-        decode_device: "cpu" (in the readers), "cuda" or "device" (in the training
-            process, each device decoding the rows it holds), or "hybrid" (the readers
-            decode a share of each device's rows, measured as it runs:
-            `jaxload.placement.split`); "auto" is resolved already.
-        encoded: batch keys of the cameras that travel compressed from the readers and are
-            decoded in the training process; () when the readers decode everything.
-        streams: (codec, height, width) of the encoded cameras' video streams (sizes the
-            NVDEC decoder cache, `jaxload.decode.nvdec`).
-        image_transforms: the image transforms bound to the batch's cameras, or None.
-        image_transforms_on: "cpu" (in the readers) or "device" (jitted over the global
-            batch after decode).
-    """
-
-    decode_device: str = "cpu"
-    encoded: tuple[str, ...] = ()
-    image_transforms: ImageTransforms | None = None
-    image_transforms_on: str = "cpu"
-    streams: tuple[tuple[str, int, int], ...] = ()
-
-    @property
-    def transforms_in_readers(self) -> ImageTransforms | None:
-        """The image transforms the readers apply (None when the devices do)."""
-        return self.image_transforms if self.image_transforms_on == "cpu" else None
-
-    @property
-    def transforms_on_devices(self) -> ImageTransforms | None:
-        """The image transforms the devices apply after decode (None when the readers do)."""
-        return self.image_transforms if self.image_transforms_on == "device" else None
+from jaxload.state import LoaderState
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -76,8 +42,12 @@ class LoaderSpec:
 
     Attributes:
         names: each dataset's name (its path or URL), for messages and the state.
-        datasets: the opened datasets (`jaxload.open`'s, or any map-style dataset with
-            `episode_lengths`), one per source.
+        fingerprint: the stream's identity: the datasets' content and selected episodes.
+        dataset_fingerprints: each dataset's fingerprint (content, episodes, windows).
+        views: what each dataset's fingerprint covers, for the state's messages
+            (`jaxload.episode_dataset.dataset_view`).
+        episode_index, episode_lengths: each dataset's selected episodes and their
+            lengths (messages name the episodes a batch reads).
         stream: global position -> (dataset, position in it) (jaxload.sampling.stream).
         schema: how the datasets' keys share one batch (jaxload.batch.schema).
         keys: the keys a batch holds (jaxload.batch.keys).
@@ -88,18 +58,19 @@ class LoaderSpec:
         rows: this host's rows of every global batch, sorted.
         host_count: hosts reading the global batch (recorded in the state).
         sharding: the batch's NamedSharding (global jax.Arrays), or None (numpy batches).
-        placement: where video is decoded and image transforms run.
+        placement: where video is decoded and image transforms run, and what "auto"
+            measured (`jaxload.placement.decide.Placement`).
         batch_transforms: batch -> batch callables run in the readers, in order.
-        options: the resolved pipeline options (every knob set).
-        remote_stores: dataset number -> its `jaxload.storage.remote.RemoteStore`, for the
-            datasets read from object storage.
-        source_transforms: per dataset, its own image transforms (`DatasetSource`'s, bound
-            to its cameras' batch keys), run in the readers before the loader's; () or None
-            entries where there are none (jaxload.placement.transforms).
+        options: the pipeline options: the counts resolved, `decode_device` and
+            `decode_threads` as asked (the placement holds what was decided).
     """
 
     names: tuple[str, ...]
-    datasets: tuple[EpisodeDataset, ...]
+    fingerprint: str
+    dataset_fingerprints: tuple[str, ...]
+    views: tuple[Mapping[str, Any], ...]
+    episode_index: tuple[np.ndarray, ...]
+    episode_lengths: tuple[np.ndarray, ...]
     stream: SampleStream
     schema: BatchSchema
     keys: KeySelection
@@ -115,22 +86,42 @@ class LoaderSpec:
     placement: Placement
     batch_transforms: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...]
     options: PipelineOptions
-    remote_stores: Mapping[int, Any] = dataclasses.field(default_factory=dict)
-    source_transforms: tuple[ImageTransforms | None, ...] = ()
-    # decode_device="auto" where the devices can decode: what was measured and chosen
-    # (jaxload.placement.choice.DecodeChoice); None otherwise.
-    decode_choice: Any = None
 
     # -- derived ----------------------------------------------------------------------------
 
-    @functools.cached_property
-    def fingerprint(self) -> str:
-        """The stream's identity: the datasets' content and their selected episodes."""
-        return stream_fingerprint(
-            [d.fingerprint for d in self.datasets],
-            [d.episode_index for d in self.datasets],
-            [d.episode_lengths for d in self.datasets],
+    def _definition(self) -> tuple:
+        """What the spec defines, as plain values (what == compares)."""
+        mixture = self.stream.mixture
+        return (
+            self.names,
+            self.fingerprint,
+            self.dataset_fingerprints,
+            self.stream.epoch_size,
+            None if mixture is None else (tuple(mixture.quota.tolist()), mixture.block_size),
+            tuple(sorted(self.schema.element_spec.items(), key=lambda kv: kv[0])),
+            tuple(tuple(sorted(m.items())) for m in self.schema.key_maps),
+            self.keys,
+            self.global_batch_size,
+            self.seed,
+            self.shuffle,
+            self.drop_n_first_frames,
+            self.drop_n_last_frames,
+            self.num_epochs,
+            tuple(self.rows.tolist()),
+            self.host_count,
+            self.sharding,
+            self.placement,
+            self.batch_transforms,
+            self.options,
         )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LoaderSpec):
+            return NotImplemented
+        return self._definition() == other._definition()
+
+    def __hash__(self) -> int:
+        return hash((self.fingerprint, self.names, self.global_batch_size, self.seed))
 
     def positions(self, start: int, k: int) -> np.ndarray:
         """Global stream positions of this host's rows of batch k after position `start`."""
@@ -172,14 +163,14 @@ class LoaderSpec:
             global_batch_size=self.global_batch_size,
             host_count=self.host_count,
             fingerprint=self.fingerprint,
-            dataset_fingerprints=tuple(str(d.fingerprint) for d in self.datasets),
+            dataset_fingerprints=self.dataset_fingerprints,
             shuffle=self.shuffle,
             drop_n_first_frames=self.drop_n_first_frames,
             drop_n_last_frames=self.drop_n_last_frames,
             mixture_quota=tuple(int(q) for q in mixture.quota) if mixture is not None else (),
             epoch_size=self.stream.epoch_size,
             sources=self.names,
-            views=tuple(dataset_view(d) for d in self.datasets),
+            views=tuple(dict(v) for v in self.views),
         )
 
     def for_readers(self) -> LoaderSpec:
@@ -194,10 +185,10 @@ class LoaderSpec:
         dataset_ids, ds_positions = self.stream.locate(positions)
         parts = []
         for d in np.unique(dataset_ids):
-            ds = self.datasets[d]
-            starts = np.cumsum(ds.episode_lengths) - ds.episode_lengths
+            lengths = self.episode_lengths[d]
+            starts = np.cumsum(lengths) - lengths
             rows = np.searchsorted(starts, ds_positions[dataset_ids == d], "right") - 1
-            episodes = np.unique(np.asarray(ds.episode_index)[rows]).tolist()
+            episodes = np.unique(np.asarray(self.episode_index[d])[rows]).tolist()
             parts.append(f"{self.names[d]} episodes {_few(episodes)}")
         return f"global positions {positions.min()}..{positions.max()}: {'; '.join(parts)}"
 

@@ -110,9 +110,10 @@ class ToGlobalArrays(grain.transforms.Map):
         self._by_rank: dict[int, Any] = {}
         self.decoder = None
         if spec.placement.encoded:
-            self.decoder = DeviceDecoder(spec.options.decode_threads, spec.options.worker_timeout_s)
+            threads = spec.placement.decode_threads
+            self.decoder = DeviceDecoder(threads, spec.options.worker_timeout_s)
             if spec.placement.streams and _on_gpus(spec.sharding):
-                nvdec.configure_cache(spec.options.decode_threads, spec.placement.streams)
+                nvdec.configure_cache(threads, spec.placement.streams)
         self.balance = SplitBalance(split) if split is not None else None
         self.on_devices = None
         on_devices = spec.placement.transforms_on_devices

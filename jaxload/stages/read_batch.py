@@ -20,7 +20,7 @@ import numpy as np
 from jaxload.batch.schema import rename_key
 from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.decode.on_device import merge_encoded
-from jaxload.episode_dataset import ReadHints
+from jaxload.episode_dataset import OpenedDatasets, ReadHints
 from jaxload.errors import BatchTransformError
 from jaxload.placement.split import DecodeSplit
 from jaxload.placement.transforms import transform_rows
@@ -114,11 +114,16 @@ class ReadBatch(grain.transforms.Map):
     `jaxload.storage.prefetch.Lookahead` plans and fetches ahead of each batch.
     """
 
-    def __init__(self, spec: LoaderSpec, start: int, split: DecodeSplit | None = None):
-        self.spec, self.start = spec, int(start)
-        self.lookahead = (
-            Lookahead(spec, step=max(1, spec.options.num_workers)) if spec.remote_stores else None
-        )
+    def __init__(
+        self,
+        spec: LoaderSpec,
+        datasets: OpenedDatasets,
+        start: int,
+        split: DecodeSplit | None = None,
+    ):
+        self.spec, self.datasets, self.start = spec, datasets, int(start)
+        step = max(1, spec.options.num_workers)
+        self.lookahead = Lookahead(spec, datasets, step=step) if datasets.stores else None
         self.split = split  # hybrid decoding: the readers' share of each device's rows
         self.output_to_shared_memory = False
         self.reads = DaemonReads()  # a stuck read never holds up exit (read_threads)
@@ -168,7 +173,7 @@ class ReadBatch(grain.transforms.Map):
         to_decode: list[tuple[str, int, np.ndarray, EncodedFrames]] = []
         for d in np.unique(dataset_ids).tolist():
             where = np.flatnonzero(dataset_ids == d)
-            dataset, key_map = spec.datasets[d], spec.schema.key_maps[d]
+            dataset, key_map = self.datasets[d], spec.schema.key_maps[d]
             hints = None  # what the lookahead made for this read (remote datasets)
             if reads is not None:
                 hints = ReadHints(reads.plans.get(d), reads.contexts.get(d))
@@ -251,7 +256,9 @@ class ReadBatch(grain.transforms.Map):
                 d,
                 where,
                 transform_rows(
-                    spec.source_transforms[d] if spec.source_transforms else None,
+                    spec.placement.source_transforms[d]
+                    if spec.placement.source_transforms
+                    else None,
                     loader,
                     cam,
                     part.reshape(len(where), *part.shape[1:]),

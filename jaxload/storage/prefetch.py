@@ -18,9 +18,9 @@ use (on average L + P/2 batches). The store sizes L and P (`RemoteStore.lookahea
 long as the cache holds, found by watching it. Nothing here changes what a batch holds:
 with or without it a batch reads the same verified records.
 
-    lookahead = Lookahead(spec, step=max(1, num_workers))   # ReadBatch holds one
+    lookahead = Lookahead(spec, datasets, step=max(1, num_workers))   # ReadBatch holds one
     reads = lookahead.before(k, positions)                  # before reading batch k
-    dataset.read_encoded(mine, plan=reads.plans.get(d), context=reads.contexts.get(d))
+    dataset.read(mine, ReadHints(reads.plans.get(d), reads.contexts.get(d)))
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ class Lookahead:
     holds one when a dataset of its spec is remote, and calls `before(k, ...)` ahead of
     reading batch k."""
 
-    def __init__(self, spec: Any, step: int):
-        self.spec = spec  # its datasets, stream and remote_stores
+    def __init__(self, spec: Any, datasets: Any, step: int):
+        self.spec = spec  # its stream
+        self.datasets = datasets  # `jaxload.episode_dataset.OpenedDatasets`: plans, stores
         self.step = max(1, int(step))
         self._lock = threading.Lock()
         self._planned_to: int | None = None  # last batch planned
@@ -82,13 +83,14 @@ class Lookahead:
         self.generations = {d: s.generation for d, s in self.stores()}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"spec": self.spec, "step": self.step}  # a worker process starts afresh
+        # a worker process starts afresh
+        return {"spec": self.spec, "datasets": self.datasets, "step": self.step}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["spec"], state["step"])
+        self.__init__(state["spec"], state["datasets"], state["step"])
 
     def stores(self) -> list[tuple[int, Any]]:
-        return list(self.spec.remote_stores.items())
+        return list(self.datasets.stores.items())
 
     def before(self, k: int, positions: Callable[[int], np.ndarray]) -> BatchReads:
         """Batch k (its rows at `positions(k)`) is about to be read on this thread: plan
@@ -154,7 +156,7 @@ class Lookahead:
                 mine = located[dataset_ids == d]
                 if not len(mine):
                     continue
-                plan = self.spec.datasets[d].plan_read(mine)
+                plan = self.datasets[d].plan_read(mine)
                 if len(self.plans) < MAX_PLANS:  # the rest are worked out again when read
                     self.plans[(j, d)] = plan
                 keys = plan.record_keys()  # sorted, unique

@@ -151,10 +151,10 @@ def test_make_loader_reuses_the_tables_of_an_opened_dataset(converted):
     ds = jaxload.open(converted[0])
     kw = dict(global_batch_size=4, host_index=0, host_count=1)
     with jaxload.make_loader(converted[0], **kw) as by_path:  # the same file: no second copy
-        opened = by_path.spec.datasets[0]
+        opened = by_path.datasets[0]
         assert opened._episodes is ds._episodes and opened._tasks is ds._tasks
     with jaxload.make_loader(ds, **kw) as given:
-        assert given.spec.datasets[0] is ds
+        assert given.datasets[0] is ds
         next(given)
 
 
@@ -208,7 +208,7 @@ def test_worker_processes_map_the_tables_instead_of_copying_them(converted):
     kw = dict(global_batch_size=4, host_index=0, host_count=1, options=options)
     with jaxload.make_loader(converted[0], **kw) as loader:
         next(loader)
-        ds = loader.spec.datasets[0]
+        ds = loader.datasets[0]
         names = [ds._episodes.columns.shared_name, ds._tasks.columns.shared_name]
         workers = [
             p

@@ -17,7 +17,9 @@ from jax.sharding import PartitionSpec as P
 import jaxload
 from jaxload.decode import backend
 from jaxload.placement import choice as decode_choice
+from jaxload.placement import decide as decide_module
 from jaxload.placement.choice import choose_by_rates, measure_decode_paths
+from jaxload.resolution.resolve import resolve_read
 from tests.decode.test_nvdec import WINDOWS, SlowOnOneSide, two_camera_dataset
 
 
@@ -53,19 +55,13 @@ def test_the_measurement_finds_the_slow_side(dataset, slow, chosen):
     """Both sides decode the same first batches for MEASURE_S each; the side slowed by the
     backend (0.5 s per decoder, several times a batch's decode) loses."""
     sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
-    options = jaxload.PipelineOptions(num_workers=0, decode_threads=1)
-    loader = jaxload.make_loader(
-        dataset,
-        global_batch_size=8,
-        seed=3,
-        sharding=sharding,
-        delta_timestamps=WINDOWS,
-        decode_device="hybrid",
-        options=options,
-    )
+    options = jaxload.PipelineOptions(num_workers=0, decode_threads=1).resolve()
+    read = resolve_read(
+        dataset, global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS
+    )  # what is read: measured before any loader spec exists
+    cameras = tuple(read.datasets[0].camera_keys)
     with backend.use(SlowOnOneSide(slow, delay=0.5)):
-        choice = measure_decode_paths(loader.spec, device_path="device")
-    loader.close()
+        choice = measure_decode_paths(read, cameras, options, 1, device_path="device")
     assert choice.device == chosen, choice
     assert choice.cpu_frames_per_s > 0 and choice.device_frames_per_s > 0
     assert "frames/s on the CPU readers" in choice.describe()
@@ -76,10 +72,8 @@ def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeyp
     """make_loader(decode_device="auto") where NVDEC could decode: it times both sides and
     keeps the faster, in the spec and the repr. Mocked: the GPU probe that resolves "auto"
     to "hybrid" (no GPU here); CPU devices decode in its place."""
-    from jaxload.resolution import make_loader as make_loader_module
-
     monkeypatch.setattr(
-        make_loader_module,
+        decide_module,
         "resolve_decode_device",
         lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
     )
@@ -89,8 +83,9 @@ def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeyp
     with backend.use(SlowOnOneSide("devices", delay=0.5)):
         loader = jaxload.make_loader(dataset, decode_device="auto", options=options, **kw)
     with loader:
-        assert loader.spec.decode_choice.device == "cpu"
-        assert loader.options.decode_device == "cpu" and loader.spec.placement.encoded == ()
+        assert loader.spec.placement.choice.device == "cpu"
+        assert loader.spec.placement.decode_device == "cpu" and loader.spec.placement.encoded == ()
+        assert loader.options.decode_device == "auto"  # what was asked; the placement decides
         assert "decode=cpu (auto: measured" in repr(loader)
         reference = jaxload.make_loader(dataset, options=options, **kw)
         with reference:
@@ -107,13 +102,12 @@ def test_autotune_on_a_gpu_host_leaves_the_decode_device_to_autos_measurement(da
     host (no GPU here); CPU devices decode in its place."""
     recommend_module = importlib.import_module("jaxload.autotune.recommend")  # not the function
     from jaxload.placement import machine as M
-    from jaxload.resolution import make_loader as make_loader_module
 
     h100 = M.GpuInfo("NVIDIA H100 80GB HBM3", 80 * M.GiB, (9, 0))
     host = dataclasses.replace(M.probe_machine(), gpus=(h100,), torchcodec_cuda=True)
     monkeypatch.setattr(recommend_module, "probe_machine", lambda: host)
     monkeypatch.setattr(
-        make_loader_module,
+        decide_module,
         "resolve_decode_device",
         lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
     )
@@ -125,8 +119,8 @@ def test_autotune_on_a_gpu_host_leaves_the_decode_device_to_autos_measurement(da
             options=options,
         )  # fmt: skip
     with loader:
-        assert loader.spec.decode_choice is not None, "autotune ran hybrid unmeasured"
-        assert loader.spec.decode_choice.device == "cpu"
+        assert loader.spec.placement.choice is not None, "autotune ran hybrid unmeasured"
+        assert loader.spec.placement.choice.device == "cpu"
         assert "decode=cpu (auto: measured" in repr(loader)
 
 
@@ -139,5 +133,5 @@ def test_auto_without_a_gpu_says_why_it_decodes_on_the_cpu(dataset):
     with jaxload.make_loader(
         dataset, global_batch_size=8, sharding=sharding, options=options
     ) as loader:
-        assert loader.spec.decode_choice.device == "cpu"
+        assert loader.spec.placement.choice.device == "cpu"
         assert "decode=cpu (auto: decode on CPU: no GPU)" in repr(loader)

@@ -45,7 +45,7 @@ def measure_jaxload(
     """
     import jaxload
     from jaxload.options import PipelineOptions, split_cores
-    from jaxload.resolution.make_loader import make_loader
+    from jaxload.pipeline.make_loader import make_loader
 
     windows = dict(delta_timestamps) if delta_timestamps is not None else bench_windows(path)
     ds = jaxload.open(path)  # metadata only: frames per sample, index -> position

@@ -1,0 +1,268 @@
+"""`resolve()`: make_loader's arguments resolved once, in phases, into one `LoaderSpec`.
+
+    read = resolve_read(paths, global_batch_size=64, ...)   # 1. what is read
+    options = resolve_options(read, options)                 # 2. how (autotune, counts)
+    placement, specs = decide_placement(read, options, ...)  # 3. where video is decoded
+    spec = build_spec(read, placement, options, specs, ...)  # 4. one LoaderSpec, built once
+
+1. what is read (`jaxload.sources.read.ReadSpec`): sources, the datasets opened with their
+   windows in frames at each dataset's fps, the sample stream, each dataset's batch names,
+   this host's rows;
+2. the pipeline options: autotune's recommendation for the knobs left unset, then every
+   count set from this machine's cores (`PipelineOptions.resolve`);
+3. where video is decoded and image transforms run (`jaxload.placement.decide`: a fixed
+   device, or "auto" measured on the read spec);
+4. the batch schema, the keys a batch holds, and the spec.
+
+Each phase takes what the ones before resolved; nothing is built twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from jaxload.batch.hosts import this_host_rows
+from jaxload.batch.keys import key_selection
+from jaxload.batch.schema import BatchSchema
+from jaxload.episode_dataset import EpisodeDataset, OpenedDatasets, dataset_view
+from jaxload.options import PipelineOptions
+from jaxload.placement.decide import Placement, decide_placement
+from jaxload.resolution.arguments import (
+    check_fits_in_memory,
+    check_yields_a_batch,
+    rule_weights,
+    source_weights,
+)
+from jaxload.resolution.spec import LoaderSpec
+from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
+from jaxload.sampling.stream import SampleStream
+from jaxload.sampling.weights import MixtureWeights, as_weight_rule
+from jaxload.sources.read import ReadSpec
+from jaxload.sources.source import as_sources, open_sources, source_key_map
+from jaxload.sources.windows import warn_mostly_padded
+from jaxload.state import stream_fingerprint
+
+
+def resolve(
+    paths_or_datasets: Any,
+    *,
+    global_batch_size: int,
+    options: PipelineOptions,
+    seed: int = 0,
+    shuffle: bool = True,
+    num_epochs: int | None = None,
+    delta_timestamps: Any = None,
+    delta_frames: Any = None,
+    snap_windows: bool = False,
+    drop_n_first_frames: int = 0,
+    drop_n_last_frames: int = 0,
+    weights: Sequence[float] | MixtureWeights | str | None = None,
+    sharding: Any = None,
+    host_index: int | None = None,
+    host_count: int | None = None,
+    batch_transform: Callable | None = None,
+    mixture_block_size: int | None = DEFAULT_BLOCK_SIZE,
+    episodes: Any = None,
+    key_maps: Sequence[Mapping[str, str]] | None = None,
+    keys: Sequence[str] | None = None,
+    image_transforms: Any = None,
+    image_transforms_on: str = "auto",
+    storage_options: Mapping[str, Any] | None = None,
+    remote: Any = None,
+) -> tuple[LoaderSpec, OpenedDatasets]:
+    """(the `LoaderSpec`, the opened datasets) of make_loader's arguments (checked already;
+    `options` with `decode_device` and the deprecated shorthands folded in). The caller owns
+    the datasets (the `Loader` closes them)."""
+    read = resolve_read(
+        paths_or_datasets,
+        global_batch_size=global_batch_size,
+        seed=seed,
+        shuffle=shuffle,
+        num_epochs=num_epochs,
+        delta_timestamps=delta_timestamps,
+        delta_frames=delta_frames,
+        snap_windows=snap_windows,
+        drop_n_first_frames=drop_n_first_frames,
+        drop_n_last_frames=drop_n_last_frames,
+        weights=weights,
+        sharding=sharding,
+        host_index=host_index,
+        host_count=host_count,
+        mixture_block_size=mixture_block_size,
+        episodes=episodes,
+        key_maps=key_maps,
+        storage_options=storage_options,
+        remote=remote,
+    )
+    datasets = OpenedDatasets(read.datasets)
+    options = resolve_options(read, options, datasets)
+    placement, specs = decide_placement(read, options, image_transforms, image_transforms_on)
+    spec = build_spec(
+        read,
+        placement,
+        options,
+        specs,
+        keys=keys,
+        batch_transform=batch_transform,
+        seed=seed,
+        shuffle=shuffle,
+        drop_n_first_frames=drop_n_first_frames,
+        drop_n_last_frames=drop_n_last_frames,
+    )
+    check_fits_in_memory(spec)
+    return spec, datasets
+
+
+def resolve_read(
+    paths_or_datasets: Any,
+    *,
+    global_batch_size: int,
+    seed: int = 0,
+    shuffle: bool = True,
+    num_epochs: int | None = None,
+    delta_timestamps: Any = None,
+    delta_frames: Any = None,
+    snap_windows: bool = False,
+    drop_n_first_frames: int = 0,
+    drop_n_last_frames: int = 0,
+    weights: Sequence[float] | MixtureWeights | str | None = None,
+    sharding: Any = None,
+    host_index: int | None = None,
+    host_count: int | None = None,
+    mixture_block_size: int | None = DEFAULT_BLOCK_SIZE,
+    episodes: Any = None,
+    key_maps: Sequence[Mapping[str, str]] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    remote: Any = None,
+) -> ReadSpec:
+    """Phase 1, what is read: the sources, their datasets opened (windows in frames at each
+    dataset's fps), the sample stream, each dataset's batch names and this host's rows.
+
+    Example:
+        read = resolve_read("out/demo", global_batch_size=8, delta_frames={"action": range(4)})
+    """
+    rule = as_weight_rule(weights)
+    sources = as_sources(
+        paths_or_datasets,
+        episodes=episodes,
+        delta_timestamps=delta_timestamps,
+        delta_frames=delta_frames,
+        snap_windows=snap_windows,
+        weights=None if rule is not None else weights,
+        key_maps=key_maps,
+        storage_options=storage_options,
+    )
+    datasets = open_sources(sources, remote=remote)
+    for source, dataset in zip(sources, datasets, strict=True):
+        if len(dataset.episode_lengths) == 0:
+            raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
+    names = tuple(s.name for s in sources)
+    warn_mostly_padded(names, datasets, drop_n_first_frames, drop_n_last_frames)
+    stream = SampleStream(
+        [d.episode_lengths for d in datasets],
+        weights=source_weights(sources)
+        if rule is None or len(sources) == 1
+        else rule_weights(rule, sources, datasets, drop_n_first_frames, drop_n_last_frames),
+        seed=seed,
+        shuffle=shuffle,
+        drop_n_first_frames=drop_n_first_frames,
+        drop_n_last_frames=drop_n_last_frames,
+        mixture_block_size=mixture_block_size,
+    )
+    check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
+    rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
+    return ReadSpec(
+        sources=tuple(sources),
+        datasets=tuple(datasets),
+        names=names,
+        stream=stream,
+        key_maps=tuple(source_key_map(s, d) for s, d in zip(sources, datasets, strict=True)),
+        global_batch_size=int(global_batch_size),
+        rows=rows,
+        host_count=host_count,
+        sharding=sharding,
+        num_epochs=num_epochs,
+    )
+
+
+def resolve_options(
+    read: ReadSpec, options: PipelineOptions, datasets: OpenedDatasets
+) -> PipelineOptions:
+    """Phase 2, how the pipeline runs: autotune's recommendation for the knobs left unset
+    (first: it may leave the decode device to "auto"'s measurement), then every count set
+    from this machine's cores (one read thread more where a remote cache is in memory)."""
+    if options.autotune:
+        options = _autotuned(options, read)
+    in_memory = any(s.options.cache_dir is None for s in datasets.stores.values())
+    return options.resolve(remote=in_memory)
+
+
+def build_spec(
+    read: ReadSpec,
+    placement: Placement,
+    options: PipelineOptions,
+    specs: Sequence[Mapping[str, Any]],
+    *,
+    keys: Sequence[str] | None,
+    batch_transform: Callable | None,
+    seed: int,
+    shuffle: bool,
+    drop_n_first_frames: int,
+    drop_n_last_frames: int,
+) -> LoaderSpec:
+    """Phase 4: the batch schema (each dataset's cameras as the readers deliver them, from
+    the placement), the keys a batch holds, and the one `LoaderSpec`."""
+    datasets: Sequence[EpisodeDataset] = read.datasets
+    schema = BatchSchema(specs, read.key_maps)
+    selection = key_selection(
+        keys,
+        [*schema.fields, *schema.strings],
+        mixture=len(datasets) > 1,
+        transform=batch_transform,
+    )
+    fingerprints = tuple(str(d.fingerprint) for d in datasets)
+    return LoaderSpec(
+        names=read.names,
+        fingerprint=stream_fingerprint(
+            fingerprints,
+            [d.episode_index for d in datasets],
+            [d.episode_lengths for d in datasets],
+        ),
+        dataset_fingerprints=fingerprints,
+        views=tuple(dataset_view(d) for d in datasets),
+        episode_index=tuple(d.episode_index for d in datasets),
+        episode_lengths=tuple(d.episode_lengths for d in datasets),
+        stream=read.stream,
+        schema=schema,
+        keys=selection,
+        global_batch_size=read.global_batch_size,
+        seed=int(seed),
+        shuffle=bool(shuffle),
+        drop_n_first_frames=int(drop_n_first_frames),
+        drop_n_last_frames=int(drop_n_last_frames),
+        num_epochs=read.num_epochs,
+        rows=read.rows,
+        host_count=read.host_count,
+        sharding=read.sharding,
+        placement=placement,
+        batch_transforms=(batch_transform,) if batch_transform is not None else (),
+        options=options,
+    )
+
+
+def _autotuned(options: PipelineOptions, read: ReadSpec) -> PipelineOptions:
+    """Apply jaxload.autotune's recommendation to the knobs the caller left unset."""
+    from jaxload.autotune import tuned_loader_kwargs
+
+    explicit = {k: getattr(options, k) for k in options.explicit}
+    windows = read.sources[0].delta_timestamps if len(read.sources) == 1 else None
+    tuned = tuned_loader_kwargs(
+        list(read.datasets), delta_timestamps=windows, host_count=read.host_count,
+        overrides=explicit,
+    )  # fmt: skip
+    if tuned.get("decode_device", "cpu") != "cpu" and read.sharding is None:
+        tuned["decode_device"] = "cpu"  # decoding onto devices needs to know which: `sharding`
+    fields = {f.name for f in dataclasses.fields(PipelineOptions)} - {"autotune"}
+    return dataclasses.replace(options, **{k: v for k, v in tuned.items() if k in fields})
