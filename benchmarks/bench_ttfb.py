@@ -51,7 +51,7 @@ WORKER_IMPORTS = (
     "torch",
     "torchcodec",
     "av",
-    "jaxload.resolution.make_loader",
+    "jaxload.pipeline.make_loader",
 )
 
 
@@ -77,7 +77,7 @@ def time_first_batch(
 ) -> dict[str, float]:
     """In this (fresh) process: seconds for make_loader() and for the first next()
     (`preimport`: the decoding libraries imported before the clock starts)."""
-    import jaxload.resolution.make_loader
+    import jaxload.pipeline.make_loader
     from jaxload.tools import bench
 
     if preimport:
@@ -89,7 +89,7 @@ def time_first_batch(
 
     windows = bench.bench_windows(path)
     start = time.perf_counter()
-    loader = jaxload.resolution.make_loader.make_loader(
+    loader = jaxload.pipeline.make_loader.make_loader(
         path,
         global_batch_size=batch_size,
         delta_timestamps=windows,

@@ -17,8 +17,8 @@ import jaxload.autotune as A
 from jaxload.cli import main
 from jaxload.converters.convert import convert
 from jaxload.options import PipelineOptions
+from jaxload.pipeline.make_loader import make_loader
 from jaxload.placement import machine as M
-from jaxload.resolution.make_loader import make_loader
 
 GiB = 2**30
 WINDOWS = {"action": [k / 10 for k in range(8)], "observation.image": [-0.1, 0.0]}

@@ -13,7 +13,7 @@ import pytest
 import jaxload
 import jaxload.stats as S
 from jaxload.converters.convert import convert
-from jaxload.resolution.make_loader import make_loader
+from jaxload.pipeline.make_loader import make_loader
 from jaxload.transforms import Normalize
 
 MODES = {"observation.state": "mean_std", "action": "quantile", "observation.image": "mean_std"}
