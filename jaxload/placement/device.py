@@ -21,9 +21,9 @@ log = logging.getLogger("jaxload.placement.device")
 # "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any device type torchcodec
 # supports, e.g. CPU devices in tests) in the training process, onto the device that holds
 # each row of the global batch; "hybrid": the workers decode a share of each device's
-# rows, the devices the rest, the share measured as it runs (jaxload.pipeline.
-# decode_split). "auto" resolves to "hybrid" where NVDEC can decode every camera, else
-# "cpu"; make_loader then times the sides and keeps the fastest path
+# rows, the devices the rest, the share measured as it runs (jaxload.placement.split).
+# "auto" resolves to "hybrid" where NVDEC can decode every camera, else "cpu"; the
+# placement (jaxload.placement.decide) then times the sides and keeps the fastest path
 # (jaxload.placement.choice).
 DECODE_DEVICES = ("cpu", "cuda", "device", "hybrid")
 
