@@ -102,9 +102,10 @@ class MapDataset:
     `episode_index`, `fingerprint`, `fps`, `delta_timestamps` (seconds), `element_spec()`
     and `path`. What it has is read here, once, when it is wrapped.
 
-    Example:
-        >>> ds = MapDataset(my_dataset)         # make_loader does this for you
-        >>> samples, cameras = ds.read([0, 5])  # cameras: key -> (2, ...) frames
+    Example (make_loader does this for you)::
+
+        ds = MapDataset(my_dataset)
+        samples, cameras = ds.read([0, 5])  # cameras: key -> (2, ...) frames
     """
 
     def __init__(self, dataset: Any):
