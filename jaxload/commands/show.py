@@ -198,7 +198,8 @@ def describe(row: Any) -> str:
         if camera.missing:
             parts.append(f"{camera.key} missing")
         elif camera.is_pad.any():
-            parts.append(f"{camera.key} slots {list(np.flatnonzero(camera.is_pad))} padded")
+            slots = ", ".join(str(int(t)) for t in np.flatnonzero(camera.is_pad))
+            parts.append(f"{camera.key} slots {slots} padded")
     for series in row.series:
         if series.step_is_pad.any():
             steps = np.flatnonzero(series.step_is_pad)

@@ -172,7 +172,13 @@ def _camera(pen: _Pen, camera: CameraWindow, slots: Sequence[L.Box]) -> None:
         else:
             pen.draw.rectangle((box[0], box[1], box[2] - 1, box[3] - 1), outline=FRAME_BORDER)
         if len(slots) > 1:
-            pen.text((box[0] + 2, box[3] + L.DIM_STRIP_HEIGHT), f"[{t}]", MUTED, pen.small)
+            label = f"[{t}]" if camera.offsets is None else _offset(camera.offsets[t])
+            pen.text((box[0] + 2, box[3] + L.DIM_STRIP_HEIGHT), label, MUTED, pen.small)
+
+
+def _offset(frames: int) -> str:
+    """A slot's offset from the sample's frame: "t", "t-4", "t+2" (in frames)."""
+    return "t" if frames == 0 else f"t{frames:+d}"
 
 
 def _pad_marks(pen: _Pen, box: L.Box, label: bool) -> None:

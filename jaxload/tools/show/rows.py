@@ -30,12 +30,14 @@ ID_KEYS = ("dataset_index", "episode_index", "frame_index", "index", "task_index
 
 @dataclasses.dataclass(frozen=True)
 class CameraWindow:
-    """One camera of one sample: `frames` (T, H, W, C) uint8, `is_pad` (T,), `missing`."""
+    """One camera of one sample: `frames` (T, H, W, C) uint8, `is_pad` (T,), `missing`, and
+    each slot's offset in frames from the sample's frame where its dataset says (else None)."""
 
     key: str
     frames: np.ndarray
     is_pad: np.ndarray
     missing: bool
+    offsets: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +143,7 @@ def _row(
     d = int(arrays["dataset_index"][r]) if "dataset_index" in arrays else 0
     dataset = context.datasets[d] if d < len(context.datasets) else None
     return SampleRow(
-        cameras=tuple(_camera(arrays, key, r) for key in cameras),
+        cameras=tuple(_camera(arrays, key, r, dataset) for key in cameras),
         series=tuple(_series(arrays, key, r, dataset) for key in series),
         dataset_index=d,
         dataset=str(context.names[d]) if d < len(context.names) else "",
@@ -166,7 +168,7 @@ def _task(arrays: Mapping[str, np.ndarray], r: int, dataset: Any) -> str:
     return ""
 
 
-def _camera(arrays: Mapping[str, np.ndarray], key: str, r: int) -> CameraWindow:
+def _camera(arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: Any) -> CameraWindow:
     frames = arrays[key][r]
     if frames.ndim == 3:
         frames = frames[None]
@@ -175,7 +177,18 @@ def _camera(arrays: Mapping[str, np.ndarray], key: str, r: int) -> CameraWindow:
     is_pad = np.zeros(len(frames), bool) if pad is None else np.asarray(pad[r], bool)
     is_pad = np.broadcast_to(is_pad, (len(frames),)).copy()
     missing = bool(is_pad.all()) and not frames.any()
-    return CameraWindow(key, frames, is_pad, missing)
+    return CameraWindow(key, frames, is_pad, missing, _offsets(dataset, key, len(frames)))
+
+
+def _offsets(dataset: Any, key: str, slots: int) -> tuple[int, ...] | None:
+    """The window's offsets in frames, from the dataset's `delta_timestamps` (LeRobot's
+    attribute, in its own key names: a camera renamed by `cameras=` has none here)."""
+    windows = getattr(dataset, "delta_timestamps", None) or {}
+    fps = getattr(dataset, "fps", None)
+    seconds = windows.get(key)
+    if seconds is None or not fps or len(seconds) != slots:
+        return None
+    return tuple(round(float(t) * fps) for t in seconds)
 
 
 def _uint8(frames: np.ndarray) -> np.ndarray:
