@@ -47,11 +47,12 @@ def _edge(pixels, box):
 
 def _batch(rows=4, steps=3, horizon=8):
     """A mixture's batch as the loader lays it out: two datasets (dataset_index 0, 1), the
-    second without a wrist camera (zeros, `_is_pad` all True) and with 4 of 6 action dims."""
+    second without a wrist camera (zeros, `_is_pad` True on every slot of its windowed rows;
+    the integration tests meet the unwindowed `(B,)` mask) and with 4 of 6 action dims."""
     rng = np.random.default_rng(0)
     ids = np.arange(rows) % 2
     primary = rng.integers(30, 255, (rows, steps, 32, 48, 3), dtype=np.uint8)
-    wrist = rng.integers(30, 255, (rows, 24, 24, 3), dtype=np.uint8)
+    wrist = rng.integers(30, 255, (rows, 2, 24, 24, 3), dtype=np.uint8)  # windowed too
     wrist[ids == 1] = 0
     primary_pad = np.zeros((rows, steps), bool)
     primary_pad[0, 0] = True  # an anchor at an episode's first frame: slot 0 clamped
@@ -65,7 +66,7 @@ def _batch(rows=4, steps=3, horizon=8):
         PRIMARY: primary,
         f"{PRIMARY}_is_pad": primary_pad,
         WRIST: wrist,
-        f"{WRIST}_is_pad": ids == 1,
+        f"{WRIST}_is_pad": np.repeat((ids == 1)[:, None], 2, axis=1),
         "action": action,
         "action_is_pad": action_pad,
         "action_dim_is_pad": dim_pad,
@@ -121,7 +122,7 @@ def test_a_sheet_has_one_row_per_sample_and_one_panel_per_camera_slot(tmp_path):
     assert tops == sorted(tops) and all(b - a > L.FRAME_HEIGHT for a, b in itertools.pairwise(tops))
     for row in layout.rows:
         assert list(row.cameras) == [PRIMARY, WRIST]
-        assert len(row.cameras[PRIMARY]) == 3 and len(row.cameras[WRIST]) == 1
+        assert len(row.cameras[PRIMARY]) == 3 and len(row.cameras[WRIST]) == 2
         assert list(row.plots) == ["action", "observation.state"]
         assert len(row.dims["action"]) == 6
         boxes = [*row.cameras[PRIMARY], *row.cameras[WRIST], *row.plots.values()]
@@ -277,7 +278,7 @@ def test_a_loaders_sheet_shows_its_next_batch_and_leaves_it_unmoved(converted, t
     assert all(r.dataset.endswith("one") and r.fps == 10 for r in named)
     assert [r.task for r in named] == [ds[int(i)]["task"] for i in next(loader())["index"]]
     assert [r.position for r in named] == list(range(6))
-    assert named[0].series[0].scale.startswith("its stats: min ")
+    assert named[0].series[0].scale.startswith("dataset's stats: ")
 
 
 def _mixture(converted, **kw):

@@ -5,8 +5,9 @@ The marks (constants here, so tests look for their pixels):
 * a padded window slot: its frame faded, a PAD_COLOR border and hatching, "PAD";
 * a camera missing from the sample's dataset: every slot MISSING_FILL with a cross and
   "missing";
-* a plot's padded steps: PAD_SHADE behind them, "pad" above; its padded dims: cells of the
-  strip below it in PAD_COLOR (real dims in their line's colour), and not drawn as lines.
+* a plot's padded steps: PAD_SHADE behind them, "pad" above, "padded: steps 9-15" below;
+  its padded dims: cells of the strip below it in PAD_COLOR (real dims in their line's
+  colour), and not drawn as lines.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ LINES = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (148, 103, 189), (140, 8
 DATASETS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (148, 103, 189), (140, 86, 75),
             (227, 119, 194), (188, 189, 34), (23, 190, 207)]  # fmt: skip
 SEPARATE_SCALES = 10.0
+SEPARATE_MIN_STEPS = 4  # 2 or 3 steps on their own scales would all look alike (/ or \)
 PILLOW = "jaxload show draws with Pillow, which is not installed: pip install 'jaxload[show]'"
 
 
@@ -73,7 +75,7 @@ class _Pen:
         self.pil, self.image = pil, image
         self.draw = pil.ImageDraw.Draw(image)
         self.font = pil.ImageFont.load_default(size=13)
-        self.small = pil.ImageFont.load_default(size=11)
+        self.small = pil.ImageFont.load_default(size=12)
         self.big = pil.ImageFont.load_default(size=15)
 
     def text(self, xy: tuple[int, int], text: str, fill=TEXT, font: Any = None) -> None:
@@ -278,7 +280,7 @@ def separate_scales(values: np.ndarray) -> tuple[np.ndarray | None, np.ndarray |
     """Per-dim (min, max) where one shared axis would flatten most dims (the whole range >
     SEPARATE_SCALES x the median dim's own range: offsets or sizes far apart), else
     (None, None)."""
-    if values.shape[1] < 2 or len(values) < 2:
+    if values.shape[1] < 2 or len(values) < SEPARATE_MIN_STEPS:
         return None, None
     low, high = values.min(0), values.max(0)
     shared = float(high.max() - low.min())
@@ -293,16 +295,17 @@ def _plot_caption(pen: _Pen, series: SeriesWindow, box: L.Box, count: int, serve
     steps = np.flatnonzero(series.step_is_pad)
     parts = []
     if len(steps):
-        parts.append(f"steps {_ranges(steps)} padded")
+        parts.append(f"steps {_ranges(steps)}")
     if len(padded):
-        parts.append(f"dims {_ranges(padded)} of {count} padded")
+        parts.append(f"dims {_ranges(padded)} of {count}")
     y = y1 + L.DIM_STRIP_HEIGHT
     if parts:
-        pen.text((x0, y), _fit(pen, "; ".join(parts), x1 - x0, pen.small), PAD_COLOR, pen.small)
-        y += 13
+        text = "padded: " + ", ".join(parts)
+        pen.text((x0, y), _fit(pen, text, x1 - x0, pen.small), PAD_COLOR, pen.small)
+        y += 14
     for line in (served, series.scale or "(no stats for it in its dataset)"):
         pen.text((x0, y), _fit(pen, line, x1 - x0, pen.small), MUTED, pen.small)
-        y += 13
+        y += 14
 
 
 def _ranges(indices: np.ndarray) -> str:

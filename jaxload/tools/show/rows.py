@@ -218,8 +218,8 @@ def _series(arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: Any) ->
 
 
 def _scale(dataset: Any, key: str) -> str:
-    """The dataset's own range for `key` from its meta/stats.json, e.g. "min -1.2 max 3.4,
-    mean 0.51" (over its dims), or "" without stats."""
+    """The dataset's own range for `key` from its meta/stats.json (min and max over its
+    dims), e.g. "dataset's stats: -1.2 .. 3.4", or "" without stats."""
     try:
         stats = dataset.stats[key] if dataset is not None else None
     except (KeyError, AttributeError, TypeError, ValueError):
@@ -227,5 +227,4 @@ def _scale(dataset: Any, key: str) -> str:
     if not stats or "min" not in stats or "max" not in stats:
         return ""
     lo, hi = float(np.min(stats["min"])), float(np.max(stats["max"]))
-    mean = f", mean {float(np.mean(stats['mean'])):.3g}" if "mean" in stats else ""
-    return f"its stats: min {lo:.3g} max {hi:.3g}{mean}"
+    return f"dataset's stats: {lo:.3g} .. {hi:.3g}"
