@@ -15,9 +15,11 @@ A sources file is a JSON list of `jaxload.DatasetSource` fields, one object per 
 
     [{"path": "out/arm", "cameras": {"observation.images.primary": "observation.images.top",
                                       "observation.images.wrist": "observation.images.wrist"}},
-     {"path": "out/mobile", "weight": 0.5,
+     {"path": "out/mobile",
       "cameras": {"observation.images.primary": "observation.images.front",
                   "observation.images.wrist": null}}]
+
+(`weight` in every entry or none; with `--weights frames` each one multiplies its size's.)
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -213,9 +214,26 @@ def test_without_pillow_the_error_says_what_to_install(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_jaxload_show_is_lazy_and_the_function():
+def test_jaxload_show_is_the_function():
     assert jaxload.show is show
     assert "show" in dir(jaxload)
+
+
+PROBE = """
+import sys
+import jaxload
+before = sorted(m for m in sys.modules if m == "PIL" or m.startswith("jaxload.tools"))
+jaxload.show
+print(before, "jaxload.tools.show" in sys.modules)
+"""
+
+
+@pytest.mark.processes
+def test_import_jaxload_loads_neither_show_nor_pillow():
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[] True"
 
 
 # --- real datasets ------------------------------------------------------------------------
