@@ -166,6 +166,9 @@ def test_samples_picks_the_first_rows_and_the_text_says_who_they_are(tmp_path):
     assert not (tmp_path / "none.png").exists()
     with pytest.raises(TypeError, match=r"a batch .* or a jaxload loader, not list"):
         show([1, 2], tmp_path / "none.png")
+    with pytest.raises(FileNotFoundError, match=r"none.png: its folder .*/nowhere does not"):
+        show(_batch(), tmp_path / "nowhere" / "none.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.png"]  # no temporary left
 
 
 def test_global_jax_arrays_draw_the_same_sheet_as_numpy(tmp_path):
@@ -296,6 +299,15 @@ def test_a_loaders_sheet_shows_its_next_batch_and_leaves_it_unmoved(converted, t
     assert all(r.dataset.endswith("one") and r.fps == 10 for r in named)
     assert [r.task for r in named] == [ds[int(i)]["task"] for i in next(loader())["index"]]
     assert [r.position for r in named] == list(range(6))
+    once = jaxload.make_loader(
+        converted["one"], global_batch_size=6, num_epochs=1,
+        options=jaxload.PipelineOptions(num_workers=0), host_index=0, host_count=1,
+    )  # fmt: skip
+    for _ in once:
+        pass
+    with pytest.raises(ValueError, match=r"no next batch \(its 1 epochs are read\)"):
+        show(once, tmp_path / "end.png")
+    assert not (tmp_path / "end.png").exists()
     assert named[0].series[0].scale.startswith("dataset's stats: ")
 
 

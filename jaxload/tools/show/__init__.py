@@ -80,8 +80,11 @@ def render_sheet(rows: list[SampleRow], path: str | os.PathLike, title: str) -> 
     """Draws `rows` (`rows.SampleRow`s) and writes the PNG atomically; returns the layout."""
     from jaxload.tools.show.draw import render
 
-    image, layout = render(rows, title)
     path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"{path}: its folder {folder} does not exist")
+    image, layout = render(rows, title)
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         image.save(temporary, format="PNG", optimize=True)
@@ -98,6 +101,11 @@ def _peek(loader: Any) -> tuple[Mapping[str, Any], Context]:
     state, first = loader.get_state(), loader.position
     try:
         batch = next(loader)
+    except StopIteration:
+        raise ValueError(
+            f"the loader has no next batch (its {spec.num_epochs} epochs are read): "
+            "nothing to show; pass a batch, or a loader before its end"
+        ) from None
     finally:
         loader.set_state(state)
     full = len(next(iter(batch.values()))) == spec.global_batch_size if batch else True
