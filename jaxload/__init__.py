@@ -31,7 +31,7 @@ Package layout (one concern per home):
     storage/    datasets at URLs (s3://, gs://, hf://): byte-range reads, cache, prefetch
     converters/ jaxload convert (LeRobot v2.1/v3.0 -> jaxload)
     autotune/   loader settings from measurements of this machine and the dataset
-    tools/      benchmarks, eval sharding, doctor (never imported by a trainer)
+    tools/      benchmarks, eval sharding, doctor, show (never imported by a trainer)
 
 Heavier pieces import lazily (the loader pulls in Grain and JAX on first use).
 """
@@ -63,6 +63,7 @@ _LAZY = {
     "Normalize": "jaxload.transforms",
     "ImageTransforms": "jaxload.transforms",
     "RemoteOptions": "jaxload.storage.options",
+    "show": "jaxload.tools.show",  # a contact sheet of a batch (Pillow); tooling, so lazy
 }
 _SUBMODULES = ("stats", "transforms")
 
@@ -103,6 +104,7 @@ __all__ = [
     "WindowError",
     "make_loader",
     "open",
+    "show",
     "stats",
     "transforms",
 ]

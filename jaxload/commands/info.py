@@ -4,6 +4,7 @@ Examples:
     jaxload info out/pusht          # episodes, features, cameras, fidelity, stats
     jaxload info lerobot/pusht      # a LeRobot source: a directory, hub id or URL
     jaxload info out/pusht --json   # meta/info.json as it is
+    jaxload info out/pusht --show   # and a picture of 6 samples: sheet.png (jaxload show)
     jaxload info s3://bucket/pusht --storage-option endpoint_url=http://minio:9000
                                     # a jaxload dataset in object storage (its meta/ only)
 """
@@ -15,6 +16,7 @@ import json
 import tempfile
 from typing import Any
 
+from jaxload.errors import JaxloadError
 from jaxload.tools.dataset_path import add_storage_option
 
 NAME = "info"
@@ -28,6 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "LeRobot source: a directory, a hub dataset id (lerobot/pusht) or an fsspec URL",
     )
     parser.add_argument("--json", action="store_true", help="print the metadata as JSON")
+    parser.add_argument(
+        "--show",
+        nargs="?",
+        const="sheet.png",
+        metavar="PNG",
+        help="also draw samples of a jaxload dataset to PNG (default sheet.png), as "
+        "`jaxload show PATH --out PNG` does (its options: jaxload show --help)",
+    )
     add_storage_option(parser, "PATH a URL")
 
 
@@ -41,7 +51,11 @@ def run(args: argparse.Namespace) -> int:
 
     options = storage_options_of(args)
     refuse_options_for_local(args.path, options)
-    if dataset_kind(args.path, options) == JAXLOAD:
+    kind = dataset_kind(args.path, options)
+    if args.show is not None and (args.json or kind != JAXLOAD):
+        why = "--json prints metadata only" if args.json else "convert it first: jaxload convert"
+        raise JaxloadError(f"{args.path}: --show draws a jaxload dataset's samples; {why}")
+    if kind == JAXLOAD:
         return _dataset_info(args, options)
     return _source_info(args, options)
 
@@ -107,7 +121,14 @@ def _dataset_info(args: argparse.Namespace, options: dict[str, Any] | None) -> i
                 )
     print(*stats, sep="\n")
     print(f"  fingerprint {info.fingerprint}")
-    return 0
+    if args.show is None:
+        print(f"  a picture of its samples: jaxload show {args.path} (or info --show)")
+        return 0
+    from jaxload.commands import show
+
+    loader = show.make_loader([args.path], samples=show.DEFAULT_SAMPLES, seed=0, windows=None,
+                              resize=None, storage_options=options)  # fmt: skip
+    return show.write_sheet(loader, args.show, show.DEFAULT_SAMPLES)
 
 
 def _source(source: dict[str, Any]) -> str:
