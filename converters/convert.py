@@ -196,7 +196,7 @@ def convert(
                 stats = _run_units(job, state, done, runner, progress, owns_cache=cache_dir is None)
             cameras = {cam: _camera(source, job.options, cam) for cam in source.camera_keys}
             content = job_content(
-                state, job.units, job.record_seed, source.fps, job.features, cameras
+                state, job.units, job.record_seed, source.fps, job.features, cameras, source.tasks
             )
             assembled = assemble(
                 state, job.units, done, source.camera_keys, shard_bytes, content.key

@@ -34,7 +34,7 @@ def test_healthy_source_and_dataset_pass(sources, capsys):
     assert "LeRobot source" in out and out.count("[  ok]") == 7
     status, out = _doctor(dataset, capsys)
     assert status == 0, out
-    assert "jaxload dataset" in out and out.count("[  ok]") == 7
+    assert "jaxload dataset" in out and out.count("[  ok]") == 8
 
 
 def test_short_video_is_found_and_named(sources, tmp_path, capsys):
@@ -185,4 +185,4 @@ def test_features_in_another_order_are_no_fault(sources, tmp_path, capsys):
     (dataset / fmt.INFO_PATH).write_text(json.dumps(info, indent=2, sort_keys=True))
     status, out = _doctor(dataset, capsys)
     assert status == 0, out
-    assert out.count("[  ok]") == 7 and "frame rows by sorted feature names" in out
+    assert out.count("[  ok]") == 8 and "frame rows by sorted feature names" in out
