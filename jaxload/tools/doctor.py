@@ -155,14 +155,12 @@ def _check(storage: DatasetStorage) -> list[CheckResult]:
 
 def _check_stats(storage: DatasetStorage) -> str:
     """meta/stats.json and its sketch as info.json's digests say, every entry finite with
-    std >= 0 and its feature's shape (`load_stats`); for a local dataset the tabular
-    features' stats are computed again from the records and must be the stored ones."""
+    std >= 0 and its feature's shape (`load_stats`); the tabular features' stats are
+    computed again from the records and must be the stored ones."""
     from jaxload.stats import compute_stats, load_stats
 
     stored = load_stats(storage)
-    if not isinstance(storage, LocalDirectory):
-        return f"{len(stored)} keys"
-    again = compute_stats(storage.name, keys=[k for k in stored if k in _numeric(storage)])
+    again = compute_stats([storage], keys=[k for k in stored if k in _numeric(storage)])
     for key, entry in again.items():
         if entry.to_json() != stored[key].to_json():
             raise DatasetError(

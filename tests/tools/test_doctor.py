@@ -99,7 +99,7 @@ def test_episode_table_that_contradicts_info_json_is_found(sources, tmp_path, ca
     assert status == 1, out
     failure = next(line for line in out.splitlines() if line.startswith("[FAIL]"))
     assert "episode table matches info.json" in failure and "episodes.parquet" in failure
-    assert "13 frames, but meta/info.json says 3 / 14" in failure and out.count("[skip]") == 5
+    assert "13 frames, but meta/info.json says 3 / 14" in failure and out.count("[skip]") == 6
 
 
 # --- the silent-data cases of issue #33 --------------------------------------------------------
