@@ -10,6 +10,12 @@ the first of them on, so they are converted again and the output holds the new v
 
     units = forget_changed(state, source, job.units)  # before reconcile() and the run
     record |= {"sources": unit_sources(source, unit)}  # stamped when the unit is dispatched
+    changed_sources(state, source, job.units)  # after the run: files replaced meanwhile
+
+The same comparison after every unit of a run has finished catches a file replaced while
+the run went on (units before the change read the old version, units after it the new):
+`jaxload convert` converts the units that read it again (a few rounds, then fails), so the
+output never mixes two versions of a file.
 """
 
 from __future__ import annotations
@@ -31,6 +37,24 @@ def unit_sources(source: LeRobotSource, unit: Unit) -> dict[str, dict[str, Any]]
     """Each source file the unit's episodes read (by path in the source) with its stamp."""
     rels = sorted({rel for episode in unit.episodes for rel in source.episode_files(episode)})
     return {rel: source.files.stamp(rel) for rel in rels}
+
+
+def changed_sources(state: JobState, source: LeRobotSource, units: Sequence[Unit]) -> list[str]:
+    """The source files (paths in the source) whose stamp now differs from the one a
+    finished unit recorded before reading them: a file replaced or rewritten while (or
+    since) that unit ran. Checked after every unit has run, it proves each unit read the
+    version that is there now, so the output mixes no two versions of a file."""
+    done, changed = state.done_units(), set()
+    for unit in units:
+        record = done.get(unit.index)
+        if record is None:
+            continue
+        recorded = record.get("sources") or {}
+        now = unit_sources(source, unit)
+        changed |= {
+            rel for rel in now.keys() | recorded.keys() if recorded.get(rel) != now.get(rel)
+        }
+    return sorted(changed)
 
 
 def forget_changed(state: JobState, source: LeRobotSource, units: Sequence[Unit]) -> list[int]:
