@@ -53,9 +53,35 @@ def _new_segment(size: int) -> shared_memory.SharedMemory:
     prefix = segment_prefix(parent.pid if parent is not None else None)
     while True:
         try:
-            return shared_memory.SharedMemory(prefix + secrets.token_hex(4), True, size)
+            segment = shared_memory.SharedMemory(prefix + secrets.token_hex(4), True, size)
         except FileExistsError:  # the same 32 random bits: draw again
             continue
+        except OSError as e:  # read-only, full, no such directory
+            raise _no_room(size, e) from e
+        break
+    try:
+        # Every page now: a /dev/shm that is full fails here, not with SIGBUS at first write.
+        os.posix_fallocate(segment._fd, 0, size)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            segment.close()
+            segment.unlink()
+        raise _no_room(size, e) from e
+    return segment
+
+
+def _no_room(size: int, error: OSError) -> Exception:
+    from jaxload.errors import SharedMemoryError
+    from jaxload.pipeline.shm_space import full_message
+
+    try:
+        st = os.statvfs(SHM_DIR)
+        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    except OSError:
+        free = total = 0
+    return SharedMemoryError(
+        f"{full_message(SHM_DIR, free, total, size, size)} ({type(error).__name__}: {error})"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
