@@ -6,8 +6,8 @@ import pickle
 import numpy as np
 import pytest
 
-from jaxload.format import columns as columns_module
 from jaxload.errors import SharedMemoryError
+from jaxload.format import columns as columns_module
 from jaxload.format.columns import Columns, ColumnsGone
 
 
