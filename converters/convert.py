@@ -70,7 +70,7 @@ from jaxload.converters.plan import (
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.publish import finish_output, resolve_out
 from jaxload.converters.sizes import conversion_sizes
-from jaxload.converters.source_stamps import changed_sources, forget_changed, unit_sources
+from jaxload.converters.source_stamps import forget_changed, in_one_version, unit_sources
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
@@ -80,10 +80,6 @@ from jaxload.errors import JaxloadError
 from jaxload.format import Camera, DatasetInfo, Feature
 from jaxload.stats import write_stats
 from jaxload.storage.retry import RetryPolicy
-
-# Rounds of converting again the units whose source files changed during a run, before the
-# run fails (a source being written all the time).
-CHANGED_RERUNS = 2
 
 __all__ = [
     "DEFAULT_CRF",
@@ -195,32 +191,17 @@ def convert(
                 return finish(_already_published(state, out, started))
             forget_changed(state, source, job.units)  # their source files changed since
             reconcile(state, job.units)
-            for again in range(CHANGED_RERUNS + 1):
+
+            def run_pending() -> tuple[dict[int, dict[str, Any]], _RunStats]:
                 done = state.done_units()
                 with make_engine(engine, workers, ray_address=ray_address) as runner:
-                    stats = _run_units(
-                        job, state, done, runner, progress, owns_cache=cache_dir is None
+                    owns_cache = cache_dir is None
+                    return done, _run_units(
+                        job, state, done, runner, progress, owns_cache=owns_cache
                     )
-                # A source file replaced while the units ran: the units that read it (before
-                # or after) are converted again, so the output holds one version of it.
-                changed = changed_sources(state, source, job.units)
-                if not changed:
-                    break
-                if again == CHANGED_RERUNS:
-                    raise JaxloadError(
-                        f"{source.root}: {', '.join(changed[:3])} changed while it was being "
-                        f"converted, {CHANGED_RERUNS + 1} times in a row; convert a source "
-                        "nobody is writing (the units that read it are converted again on "
-                        "the next run)"
-                    )
-                if progress:
-                    print(
-                        f"{', '.join(changed[:3])} changed while converting: converting the "
-                        "units that read it again",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                forget_changed(state, source, job.units)
+
+            # A source file replaced while the units ran: those that read it run again.
+            done, stats = in_one_version(run_pending, state, source, job.units, progress)
             cameras = {cam: _camera(source, job.options, cam) for cam in source.camera_keys}
             content = job_content(
                 state, job.units, job.record_seed, source.fps, job.features, cameras, source.tasks

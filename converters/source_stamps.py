@@ -21,14 +21,19 @@ output never mixes two versions of a file.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jaxload import format as fmt
 from jaxload.converters.lerobot_common import LeRobotSource
 from jaxload.converters.partial import JobState
 from jaxload.converters.plan import Unit
+from jaxload.errors import JaxloadError
 
+# Rounds of converting again the units whose source files changed during a run, before the
+# run fails (a source being written all the time).
+CHANGED_RERUNS = 2
 # The files of shard k in the dataset being assembled: shard-k.array_record, shard-k.offsets.
 _SHARD_FILE = re.compile(r"shard-(\d+)\.")
 
@@ -55,6 +60,35 @@ def changed_sources(state: JobState, source: LeRobotSource, units: Sequence[Unit
             rel for rel in now.keys() | recorded.keys() if recorded.get(rel) != now.get(rel)
         }
     return sorted(changed)
+
+
+def in_one_version(
+    run_pending: Callable[[], tuple[dict[int, dict[str, Any]], Any]],
+    state: JobState,
+    source: LeRobotSource,
+    units: Sequence[Unit],
+    progress: bool,
+) -> tuple[dict[int, dict[str, Any]], Any]:
+    """Runs the pending units (`run_pending()` -> (done units, stats)) until no finished
+    unit read a source file that changed since it was stamped: the units that read one are
+    converted again (CHANGED_RERUNS more rounds), then the run fails naming the file."""
+    for again in range(CHANGED_RERUNS + 1):
+        done, stats = run_pending()
+        changed = changed_sources(state, source, units)
+        if not changed:
+            return done, stats
+        named = ", ".join(changed[:3])
+        if again == CHANGED_RERUNS:
+            raise JaxloadError(
+                f"{source.root}: {named} changed while it was being converted, "
+                f"{CHANGED_RERUNS + 1} times in a row; convert a source nobody is writing (the "
+                "units that read it are converted again on the next run)"
+            )
+        if progress:
+            print(f"{named} changed while converting: converting the units that read it "
+                  "again", file=sys.stderr, flush=True)  # fmt: skip
+        forget_changed(state, source, units)
+    raise AssertionError("unreachable")
 
 
 def forget_changed(state: JobState, source: LeRobotSource, units: Sequence[Unit]) -> list[int]:

@@ -28,6 +28,7 @@ from jaxload.pipeline.decode_split import INITIAL_SHARE, DecodeSplit
 from jaxload.pipeline.hosts import device_blocks
 from jaxload.pipeline.read_batch import ReadBatch
 from jaxload.pipeline.read_threads import DaemonReads
+from jaxload.pipeline.shared_batch import SHM_DIR
 from jaxload.pipeline.shm_space import batch_bytes, check_shared_memory
 from jaxload.pipeline.spec import LoaderSpec
 from jaxload.pipeline.stages import ToGlobalArrays, build_pipeline
@@ -117,7 +118,7 @@ class Loader:
                         store.board = StatsBoard()
                 self._workers = workers.WorkerRegistry()
             workers.reclaim_shared_memory()  # what crashed loaders on this machine left
-            check_shared_memory(batch_bytes(self.spec), self.options)  # before any worker
+            check_shared_memory(batch_bytes(self.spec), self.options, SHM_DIR)  # before any worker
             placement = self.spec.placement
             if placement.decode_device == "hybrid" and placement.encoded:
                 blocks = device_blocks(self.spec.sharding, self.spec.rows, self.global_batch_size)

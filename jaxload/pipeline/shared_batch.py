@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.pipeline.shm_space import no_room
+
 SHM_DIR = "/dev/shm"  # where POSIX shared memory lives on Linux
 HEADER = 64  # bytes before the array: byte 0 is the slot's state; keeps the data aligned
 FREE, IN_USE = 0, 1
@@ -57,7 +59,7 @@ def _new_segment(size: int) -> shared_memory.SharedMemory:
         except FileExistsError:  # the same 32 random bits: draw again
             continue
         except OSError as e:  # read-only, full, no such directory
-            raise _no_room(size, e) from e
+            raise no_room(SHM_DIR, size, e) from e
         break
     try:
         # Every page now: a /dev/shm that is full fails here, not with SIGBUS at first write.
@@ -66,22 +68,8 @@ def _new_segment(size: int) -> shared_memory.SharedMemory:
         with contextlib.suppress(OSError):
             segment.close()
             segment.unlink()
-        raise _no_room(size, e) from e
+        raise no_room(SHM_DIR, size, e) from e
     return segment
-
-
-def _no_room(size: int, error: OSError) -> Exception:
-    from jaxload.errors import SharedMemoryError
-    from jaxload.pipeline.shm_space import full_message
-
-    try:
-        st = os.statvfs(SHM_DIR)
-        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
-    except OSError:
-        free = total = 0
-    return SharedMemoryError(
-        f"{full_message(SHM_DIR, free, total, size, size)} ({type(error).__name__}: {error})"
-    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ a minute (tmpfs allocates a page on first write; a full one signals the writer).
 - every slot is allocated when it is made (`shared_batch._new_segment`: `posix_fallocate`),
   so a /dev/shm that fills up later is the same error in the worker, never SIGBUS.
 
-    check_shared_memory(batch_bytes=85 << 20, options=PipelineOptions(num_workers=4))
+    check_shared_memory(85 << 20, PipelineOptions(num_workers=4).resolve(), "/dev/shm")
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from jaxload.errors import SharedMemoryError
-from jaxload.pipeline.shared_batch import SHM_DIR
 
 _statvfs = os.statvfs  # one place to read the file system's numbers (tests simulate it)
 
@@ -43,7 +42,7 @@ def batches_in_flight(options: Any) -> int:
     return options.num_workers * (options.worker_buffer_size + 1) + options.prefetch + 1
 
 
-def check_shared_memory(batch_bytes: int, options: Any, shm_dir: str = SHM_DIR) -> None:
+def check_shared_memory(batch_bytes: int, options: Any, shm_dir: str) -> None:
     """Raises a SharedMemoryError when `shm_dir` is read-only or has less free space than
     `batches_in_flight(options)` batches of `batch_bytes` (module docstring)."""
     if options.num_workers <= 0 or not os.path.isdir(shm_dir):
@@ -64,6 +63,17 @@ def check_shared_memory(batch_bytes: int, options: Any, shm_dir: str = SHM_DIR) 
     need = batch_bytes * count
     if need > free:
         raise SharedMemoryError(full_message(shm_dir, free, size, batch_bytes, need, options))
+
+
+def no_room(shm_dir: str, size: int, error: OSError) -> SharedMemoryError:
+    """The error of a slot of `size` bytes that `shm_dir` could not make or allocate."""
+    try:
+        st = os.statvfs(shm_dir)
+        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    except OSError:
+        free = total = 0
+    message = full_message(shm_dir, free, total, size, size)
+    return SharedMemoryError(f"{message} ({type(error).__name__}: {error})")
 
 
 def full_message(

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import jaxload
-from jaxload.converters import convert as convert_module
+from jaxload.converters import source_stamps
 from jaxload.converters.convert import convert
 from jaxload.converters.partial import JobState
 from jaxload.errors import JaxloadError
@@ -86,7 +86,7 @@ def test_a_file_that_keeps_changing_fails_the_run(source, tmp_path, monkeypatch)
         with pytest.raises(JaxloadError, match=rf"{DATA} changed while it was being converted"):
             convert(src, out, workers=1, progress=False)
     assert not out.exists()
-    assert getattr(convert_module, "CHANGED_RERUNS", 0) >= 1
+    assert source_stamps.CHANGED_RERUNS >= 1
     # Once nobody writes it, the same command finishes with the file as it is.
     convert(src, out, workers=1, progress=False)
     clean = convert(src, tmp_path / "clean", workers=1, progress=False).out

@@ -68,9 +68,11 @@ def test_a_read_only_shm_is_refused_naming_it(monkeypatch):
 def test_enough_room_or_no_workers_passes(monkeypatch):
     monkeypatch.setattr(shm_space, "_statvfs", _tmpfs(free_mib=60))
     options = PipelineOptions(num_workers=0)
-    shm_space.check_shared_memory(10**12, options)  # no workers: nothing goes to /dev/shm
+    shm_space.check_shared_memory(
+        10**12, options, "/dev/shm"
+    )  # no workers: nothing goes to /dev/shm
     monkeypatch.setattr(shm_space, "_statvfs", _tmpfs(free_mib=4096, size_mib=8192))
-    shm_space.check_shared_memory(28 * MIB, PipelineOptions(num_workers=2).resolve())
+    shm_space.check_shared_memory(28 * MIB, PipelineOptions(num_workers=2).resolve(), "/dev/shm")
 
 
 def test_a_segment_shm_cannot_hold_is_an_error_not_sigbus_later(monkeypatch):
