@@ -48,7 +48,8 @@ def write_stats(
     Needs the dataset's meta/info.json, meta/episodes.parquet and shards. Image stats (per
     channel) are copied for the dataset's cameras from `source_stats`, the source's LeRobot
     stats.json: a path (skipped when the file does not exist), its bytes, or its parsed
-    dict; video is never decoded.
+    dict; video is never decoded. The two files' digests are then recorded in
+    meta/info.json (`stats_xxh3`), which `load_stats` checks them against.
 
     Example (the converter, after writing the metadata, before publishing)::
 
