@@ -75,7 +75,7 @@ def filesystem(
         from fsspec.core import url_to_fs
     except ImportError as e:  # pragma: no cover - the remote extra installs it
         raise DatasetError(
-            f"{url}: reading URLs needs fsspec: pip install 'jaxload[remote]'"
+            f"{redact(url)}: reading URLs needs fsspec: pip install 'jaxload[remote]'"
         ) from e
     del fsspec
     scheme, sep, rest = url.partition("://")
@@ -101,7 +101,7 @@ def filesystem(
         fs, root = url_to_fs(url, **options)
     except ImportError as e:
         package = PACKAGES.get(scheme, "the fsspec implementation of " + scheme)
-        raise DatasetError(f"{url}: reading {scheme}:// URLs needs {package} ({e})") from e
+        raise DatasetError(f"{redact(url)}: reading {scheme}:// URLs needs {package} ({e})") from e
     if scheme == "s3" and hasattr(fs, "retries"):
         # s3fs loops 5 times (with backoff) around timeouts and SlowDown itself, under
         # jaxload's RetryPolicy: one try each. A class attribute, not an argument; this
