@@ -334,8 +334,12 @@ def write_droid_shaped(
         "tasks": sealing.string_lists_digest(np.ones(n, np.int64), pa.array(task_names[task_of])),
     } | {fmt.segment_column(c, "segment_starts"): sealing.int_lists_digest(segments, local)
          for c in cams}  # fmt: skip
+    tasks_digest = sealing.tasks_digest(np.arange(tasks), task_names.tolist())  # format 6
     droid = dataclasses.replace(
-        droid, metadata_xxh3=droid.digests() | {sealing.EPISODES: episodes_digests}
+        droid,
+        metadata_xxh3=droid.digests()
+        | {sealing.EPISODES: episodes_digests, sealing.TASKS: tasks_digest},
+        stats_xxh3=info.stats_xxh3,  # the template's stats files, copied unchanged
     )
 
     # Shard 0, for real: the first EPISODES_PER_SHARD episodes, record by record.

@@ -54,6 +54,11 @@ class BatchTransformError(JaxloadError, TypeError):
     first axis is this host's rows."""
 
 
+class SharedMemoryError(JaxloadError):
+    """Shared memory (/dev/shm) cannot hold what the loader puts there (full, read-only,
+    too small), or a file of it changed under the loader."""
+
+
 class WorkerTimeoutError(JaxloadError):
     """A reader (a worker process, or the read threads of the training process) delivered
     no batch within `PipelineOptions.worker_timeout_s`: stopped, or stuck on storage."""

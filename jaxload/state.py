@@ -93,13 +93,29 @@ class LoaderState:
         if missing:
             raise CheckpointError(f"loader state lacks {sorted(missing)}")
         kw = {k: d[k] for k in names if k in d}
-        for name in _COUNTS:  # a position of 24.7, True or -3 names no batch
+        for name in _COUNTS:  # a position of 24.7, True, -3 or 10**30 names no batch
             value = kw[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < _COUNTS[name]:
                 raise CheckpointError(
                     f"loader state {name}={value!r}: not an integer >= {_COUNTS[name]}; the "
                     "state is damaged"
                 )
+            if value > _LARGEST:
+                raise CheckpointError(
+                    f"loader state {name}={value!r}: larger than any stream position "
+                    f"(at most {_LARGEST}, int64); the state is damaged"
+                )
+        fingerprints = kw["dataset_fingerprints"]
+        if not _digest(kw["fingerprint"]) or not (
+            isinstance(fingerprints, list | tuple)
+            and fingerprints
+            and all(map(_digest, fingerprints))
+        ):
+            raise CheckpointError(
+                f"loader state fingerprint={kw['fingerprint']!r}, dataset_fingerprints="
+                f"{str(fingerprints)[:200]}: not the fingerprints a loader saves (strings); "
+                "the state is damaged, so it cannot be checked against this loader's data"
+            )
         kw["dataset_fingerprints"] = tuple(kw["dataset_fingerprints"])
         kw["mixture_quota"] = tuple(kw["mixture_quota"])
         kw["sources"] = tuple(kw.get("sources", ()))
@@ -115,6 +131,14 @@ class LoaderState:
         except ValueError as e:
             raise CheckpointError(f"{where}: not valid JSON ({e}); the file is damaged") from e
         return cls.from_dict(raw)
+
+
+_LARGEST = 2**63 - 1  # positions and counts are int64 (numpy) in the loader
+
+
+def _digest(value: Any) -> bool:
+    """Whether `value` can be a fingerprint as a loader saves it: a non-empty string."""
+    return isinstance(value, str) and bool(value.strip())
 
 
 # The integer fields of a state and the smallest value each may take.
@@ -165,6 +189,15 @@ def _what_changed(saved: LoaderState, current: LoaderState) -> str:
         f"{_describe(saved)}, but this loader reads {_describe(current)}. Restore onto the "
         "dataset (same content, episode selection and windows) the checkpoint was trained on."
     )
+    if saved.dataset_fingerprints == current.dataset_fingerprints and saved.views == current.views:
+        # Same datasets, same views: the stream fingerprint itself differs (a state edited,
+        # or saved by another definition of the stream), not the data.
+        return (
+            f"loader checkpoint's stream fingerprint {saved.fingerprint[:12]}... is not this "
+            f"loader's ({current.fingerprint[:12]}...), though it names the same datasets "
+            f"({_describe(current)}): the state was edited or damaged. Restore a state this "
+            "loader (or its run) saved."
+        )
     if not saved.views or not current.views:
         return generic
     if len(saved.views) != len(current.views):

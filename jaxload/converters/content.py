@@ -7,7 +7,7 @@ All of it follows from the finished units' records (each episode's payload diges
 tasks, GOP tables, vocabularies), so it is known before the first shard is written; the
 assembly then checks each part's records against the digest its unit recorded.
 
-    content = job_content(state, units, seed, fps, features, cameras, camera_keys)
+    content = job_content(state, units, seed, fps, features, cameras, tasks)
     assemble(..., records_key=content.key)
     DatasetInfo(..., fingerprint=content.fingerprint, metadata_xxh3=content.metadata)
 """
@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from jaxload import format as fmt
 from jaxload.converters.partial import JobState
@@ -40,9 +42,11 @@ def job_content(
     fps: int,
     features: Mapping[str, Feature],
     cameras: Mapping[str, Camera],
+    tasks: Mapping[int, str],
 ) -> Content:
     """The content of the finished units, in plan order (episodes are read from the unit
-    records on disk, a few times over: memory stays bounded by one unit)."""
+    records on disk, a few times over: memory stays bounded by one unit); `tasks`: the
+    task_index -> task table meta/tasks.parquet will hold."""
     strings = [k for k, f in features.items() if f.is_string]
     gop_columns = [fmt.segment_column(c, "segment_starts") for c in sorted(cameras)]
     table = sealing.TableDigests(gop_columns, [fmt.strings_column(k) for k in strings])
@@ -64,6 +68,10 @@ def job_content(
         {k: f.to_json() for k, f in features.items()},
         {k: c.to_json() for k, c in cameras.items()},
     ) | {sealing.EPISODES: table.digests()}
+    order = sorted(tasks)
+    metadata[sealing.TASKS] = sealing.tasks_digest(
+        np.array(order, np.int64), [tasks[i] for i in order]
+    )
     key = sealing.records_key(seed, fingerprint, metadata)
     return Content(fingerprint, metadata, key, frames, count)
 

@@ -70,7 +70,7 @@ from jaxload.converters.plan import (
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.publish import finish_output, resolve_out
 from jaxload.converters.sizes import conversion_sizes
-from jaxload.converters.source_stamps import forget_changed, unit_sources
+from jaxload.converters.source_stamps import forget_changed, in_one_version, unit_sources
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
 from jaxload.converters.tabular import features_from_schema
@@ -191,12 +191,20 @@ def convert(
                 return finish(_already_published(state, out, started))
             forget_changed(state, source, job.units)  # their source files changed since
             reconcile(state, job.units)
-            done = state.done_units()
-            with make_engine(engine, workers, ray_address=ray_address) as runner:
-                stats = _run_units(job, state, done, runner, progress, owns_cache=cache_dir is None)
+
+            def run_pending() -> tuple[dict[int, dict[str, Any]], _RunStats]:
+                done = state.done_units()
+                with make_engine(engine, workers, ray_address=ray_address) as runner:
+                    owns_cache = cache_dir is None
+                    return done, _run_units(
+                        job, state, done, runner, progress, owns_cache=owns_cache
+                    )
+
+            # A source file replaced while the units ran: those that read it run again.
+            done, stats = in_one_version(run_pending, state, source, job.units, progress)
             cameras = {cam: _camera(source, job.options, cam) for cam in source.camera_keys}
             content = job_content(
-                state, job.units, job.record_seed, source.fps, job.features, cameras
+                state, job.units, job.record_seed, source.fps, job.features, cameras, source.tasks
             )
             assembled = assemble(
                 state, job.units, done, source.camera_keys, shard_bytes, content.key

@@ -236,6 +236,33 @@ def _check_episode_columns(table: pa.Table, cameras: list[str], where: str) -> N
     empty = [c for c in required if c != "tasks" and table[c].null_count]
     if empty:
         raise SourceError(f"{where}: episode metadata has missing values in columns {empty}")
+    for column in required:
+        if column != "tasks" and not column.endswith("_timestamp"):
+            _check_integers(table[column], column, where)
+
+
+def _check_integers(values: Any, column: str, where: str) -> None:
+    """An index column must hold integers: a chunk or file index is filled into a path
+    template, so a string there (`'../../../outside_data/chunk-000'`) would name a file
+    outside the dataset (it was a raw `ValueError: invalid literal for int()`)."""
+    if pa.types.is_integer(values.type):
+        return
+    if pa.types.is_floating(values.type):  # whole numbers stored as floats convert as before
+        numbers = values.to_numpy()
+        if np.all(np.isfinite(numbers) & (numbers == np.round(numbers))):
+            return
+    bad = next(
+        (v for v in values.to_pylist() if not isinstance(v, int) or isinstance(v, bool)), None
+    )
+    text = str(bad)
+    if "/" in text or "\\" in text or ".." in text or ":" in text:
+        raise SourceError(
+            f"{where}: column {column} holds {bad!r}, a path that points outside the dataset; "
+            "refusing to read it (an index column holds integers)"
+        )
+    raise SourceError(
+        f"{where}: column {column} holds {values.type} values such as {bad!r}, not integers"
+    )
 
 
 def _check_tiling(table: pa.Table, info: dict[str, Any], where: str) -> None:

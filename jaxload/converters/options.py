@@ -17,6 +17,11 @@ DEFAULT_CRF = 14  # lowest PSNR >= 38 dB vs the AV1 source on the fixtures (docs
 DEFAULT_TUNE = "fastdecode"
 
 
+# The largest frame --resize accepts: H.264/HEVC level 6.2 (8192x4320: 139,264 macroblocks);
+# 100000x100000 failed deep in the encoder ("ArgumentError 22").
+MAX_SIDE, MAX_PIXELS = 8192, 139_264 * 256
+
+
 def encode_options(
     codec: str,
     gop: int,
@@ -60,7 +65,9 @@ def encode_options(
         min_psnr=None if min_psnr is None else float(min_psnr),
         image_min_psnr=image_min_psnr,
         resize=size,
-        max_size=None if max_size is None else int(max_size),
+        # Stored sizes are even (4:2:0 chroma, and the resize rounds to even): the largest
+        # even bound <= N keeps the promise "longer side <= N" (83 stored 84x84 before).
+        max_size=None if max_size is None else int(max_size) - int(max_size) % 2,
     )
 
 
@@ -93,6 +100,11 @@ def parse_resize(
     if size is None or min(size) < 2:
         raise JaxloadError(
             f"--resize {resize!r}: give HEIGHTxWIDTH in pixels, each at least 2, e.g. 224x224"
+        )
+    if max(size) > MAX_SIDE or size[0] * size[1] > MAX_PIXELS:
+        raise JaxloadError(
+            f"--resize {resize!r}: larger than H.264/HEVC encode ({MAX_SIDE} pixels a side "
+            f"and {MAX_PIXELS:,} pixels a frame at most, level 6.2); give a smaller size"
         )
     if codec in ("h264", "hevc") and (size[0] % 2 or size[1] % 2):
         raise JaxloadError(

@@ -15,7 +15,9 @@ that wrote it removes it when its columns are garbage-collected, or at exit; pro
 mapped it keep their mapping. Unpickling columns whose file is gone (pickled bytes kept
 longer than the process that made them) raises `ColumnsGone`: the caller rebuilds them
 (`jaxload.format.episodes.Episodes` reads its table again). Where there is no /dev/shm,
-columns pickle by value.
+columns pickle by value. The process that wrote the file keeps its own copy (a file of
+/dev/shm can be written by any process of the user) and checks the file each time it
+pickles the columns again, writing a new one when it changed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import Any
 
 import numpy as np
 from xxhash import xxh3_64_intdigest
+
+from jaxload.errors import SharedMemoryError
 
 SHM_DIR = "/dev/shm"  # POSIX shared memory on Linux (jaxload.workers.shared_batch's too)
 ALIGN = 64  # each column starts on a cache line
@@ -67,6 +71,7 @@ class Columns(Mapping[str, np.ndarray]):
             _view(buffer, offset, dtype, shape, writeable=True)[...] = array
         self._set(buffer, layout, size)
         self._ref: tuple | None = None  # (name, size, xxh3, layout) once shared
+        self._wrote = False  # whether this process wrote the file `_ref` names
         self._lock = threading.Lock()
 
     def _set(self, buffer: Any, layout: dict, size: int) -> None:
@@ -99,11 +104,18 @@ class Columns(Mapping[str, np.ndarray]):
         return (_attach, (ref,))
 
     def _share(self) -> tuple | None:
-        """Writes the buffer to a new shared-memory file (once) and maps these columns onto
-        it, so this process holds one copy too; returns its reference."""
+        """Writes the buffer to a new shared-memory file (once; again when the file was
+        changed or removed since: what workers map must be what this process holds) and
+        returns its reference. This process keeps its own copy: a file in /dev/shm can be
+        written by any process of the user, and must not change what it reads."""
         with self._lock:
-            if self._ref is not None or not os.path.isdir(SHM_DIR):
+            if not os.path.isdir(SHM_DIR):
                 return self._ref
+            if self._ref is not None:
+                if not self._wrote or _intact(self._ref):
+                    return self._ref
+                _unlink(os.path.join(SHM_DIR, self._ref[0]))  # changed: workers get a new one
+                self._ref = None
             name = f"jaxload_{os.getpid()}_{secrets.token_hex(8)}"
             path = os.path.join(SHM_DIR, name)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -120,14 +132,15 @@ class Columns(Mapping[str, np.ndarray]):
             for name_, (offset, dtype, shape) in self._layout.items():
                 _view(target, offset, dtype, shape, writeable=True)[...] = self._arrays[name_]
             digest = xxh3_64_intdigest(mapping)
-            self._set(np.frombuffer(mapping, np.uint8), self._layout, self._size)
-            self._ref = (name, self._size, digest, self._layout)
+            del target
+            mapping.close()
+            self._ref, self._wrote = (name, self._size, digest, self._layout), True
             return self._ref
 
 
 def _attach(ref: tuple) -> Columns:
     """Columns over the shared-memory file `ref` names (unpickling); ColumnsGone when it is
-    missing, ValueError when it is not what was written."""
+    missing, SharedMemoryError when it is not what was written."""
     name, size, digest, layout = ref
     path = os.path.join(SHM_DIR, name)
     try:
@@ -136,16 +149,40 @@ def _attach(ref: tuple) -> Columns:
         raise ColumnsGone(f"{path}: shared columns gone (their process dropped them)") from None
     try:
         if os.fstat(fd).st_size != max(size, 1):
-            raise ValueError(f"{path}: {os.fstat(fd).st_size} bytes, expected {max(size, 1)}")
+            raise SharedMemoryError(
+                f"{path}: the shared copy of a dataset's metadata tables has "
+                f"{os.fstat(fd).st_size} bytes, {max(size, 1)} were written (changed by "
+                "another process); the next next() of the loader starts again on a fresh copy"
+            )
         mapping = mmap.mmap(fd, max(size, 1), prot=mmap.PROT_READ)
     finally:
         os.close(fd)
     if xxh3_64_intdigest(mapping) != digest:
-        raise ValueError(f"{path}: shared columns changed after they were written")
+        raise SharedMemoryError(
+            f"{path}: the shared copy of a dataset's metadata tables changed after it was "
+            "written (another process of this user wrote to /dev/shm); its readers refuse it. "
+            "The next next() of the loader starts its workers again on a fresh copy"
+        )
     columns = Columns.__new__(Columns)
     columns._set(np.frombuffer(mapping, np.uint8), layout, size)
-    columns._ref, columns._lock = ref, threading.Lock()
+    columns._ref, columns._wrote, columns._lock = ref, False, threading.Lock()
     return columns
+
+
+def _intact(ref: tuple) -> bool:
+    """Whether the shared-memory file `ref` names still holds what was written."""
+    name, size, digest, _ = ref
+    try:
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_size != max(size, 1):
+            return False
+        with mmap.mmap(fd, max(size, 1), prot=mmap.PROT_READ) as mapping:
+            return xxh3_64_intdigest(mapping) == digest
+    finally:
+        os.close(fd)
 
 
 def _view(buffer: np.ndarray, offset: int, dtype: str, shape: tuple, writeable: bool = False):

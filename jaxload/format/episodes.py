@@ -287,15 +287,26 @@ def load_tasks(storage: DatasetStorage, info: DatasetInfo | None = None) -> Task
 
     Args:
         storage: where the dataset's files are.
-        info: its meta/info.json, when known: a copy unpickled where the shared columns
-            are gone reads the table again only from that version of the dataset.
+        info: its meta/info.json (read when not given): the table must be what the
+            records were written with (its digest, `sealing.check_tasks`), and a copy
+            unpickled where the shared columns are gone reads it again only from that
+            version of the dataset.
 
     Example:
         >>> dict(load_tasks(LocalDirectory("out/demo")))
         {0: 'pick up the cube and put it in the bowl', 1: 'push the cube to the left edge'}
     """
+    if info is None:  # the table is checked against info.json's digest of it (format 6)
+        info = _info_of(storage)
     key = _cache_key(storage, info, layout.TASKS_PATH)
     return _cached(key, lambda: _read_tasks(storage, info))
+
+
+def _info_of(storage: DatasetStorage) -> DatasetInfo:
+    raw = storage.read(layout.INFO_PATH)
+    if raw is None:
+        raise DatasetError(f"{storage.where(layout.INFO_PATH)}: missing")
+    return layout.parse_info(raw, storage.where(layout.INFO_PATH), storage.name)
 
 
 def _cached(key: Any, read: Any) -> Any:
@@ -448,6 +459,9 @@ def _read_tasks(storage: DatasetStorage, info: DatasetInfo | None) -> TaskTable:
     if index.size > 1 and np.any(np.diff(index) == 0):
         twice = int(index[np.flatnonzero(np.diff(index) == 0)[0]])
         raise DatasetError(f"{path}: task_index {twice} appears twice")
+    if info is not None:  # which string each frame's task_index names (format 6)
+        tasks = table["task"].take(order)
+        sealing.check_tasks(path, info.metadata_xxh3, sealing.tasks_digest(index, tasks))
     columns = _string_lists("task", table["task"], f"{path}: column task", lists=False)
     columns["task/ids"] = columns["task/ids"][order]  # one task per row, by task_index
     return TaskTable(Columns({"task_index": index, **columns}), storage, info)

@@ -35,6 +35,9 @@ from jaxload.errors import DatasetError
 from jaxload.format import sealing
 
 FORMAT_NAME = "jaxload"
+# 6: the record key also covers meta/tasks.parquet (`records.metadata_xxh3.tasks`), and
+# info.json holds the digests of meta/stats.json and its sketch (`stats_xxh3`), checked
+# when the stats are read: a task string or a statistic edited after conversion is refused.
 # 5: records are keyed by the converted content: the checksum key is derived from the
 # content fingerprint and the digests of the metadata that says what a record holds
 # (`jaxload.format.sealing`), and frame rows lay the features out in sorted name order.
@@ -43,11 +46,12 @@ FORMAT_NAME = "jaxload"
 # 3: every record ends with an 8-byte xxh3_64 checksum keyed by its position, verified on
 # every read. 2: GOP records are mp4 fragments after a per-camera init record (1: packed
 # Annex-B packets, remuxed on every read).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 # Versions this reader reads. Older ones are refused with a message saying to reconvert:
-# their records are keyed by the source's metadata, not by their content, so a record of
-# another conversion of the same source passed their checks.
-READABLE_VERSIONS = (5,)
+# up to 4 their records were keyed by the source's metadata, not by their content (a record
+# of another conversion of the same source passed their checks); 5 covered neither
+# meta/tasks.parquet nor meta/stats.json (an edited task or mean was served silently).
+READABLE_VERSIONS = (6,)
 # The first version with record offset indexes (remote reads).
 OFFSETS_VERSION = 4
 
@@ -199,6 +203,8 @@ class DatasetInfo:
     offsets_xxh3: tuple[str, ...] = ()
     # Format 5: the digests of the metadata the records are keyed by (`sealing`).
     metadata_xxh3: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False)
+    # Format 6: {"meta/stats.json": h, "meta/stats_sketch.npz": h} (`jaxload.stats.store`).
+    stats_xxh3: Mapping[str, str] | None = dataclasses.field(default=None, hash=False)
 
     @functools.cached_property
     def records_key(self) -> int:
@@ -216,19 +222,23 @@ class DatasetInfo:
         return self.record_seed is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": FORMAT_NAME,
-            "format_version": self.format_version,
-            "fps": self.fps,
-            "total_frames": self.total_frames,
-            "total_episodes": self.total_episodes,
-            "features": {k: f.to_json() for k, f in self.features.items()},
-            "cameras": {k: c.to_json() for k, c in self.cameras.items()},
-            "num_shards": self.num_shards,
-            "fingerprint": self.fingerprint,
-            "source": self.source,
-            "converter": self.converter,
-        } | self._records_json()
+        return (
+            {
+                "format": FORMAT_NAME,
+                "format_version": self.format_version,
+                "fps": self.fps,
+                "total_frames": self.total_frames,
+                "total_episodes": self.total_episodes,
+                "features": {k: f.to_json() for k, f in self.features.items()},
+                "cameras": {k: c.to_json() for k, c in self.cameras.items()},
+                "num_shards": self.num_shards,
+                "fingerprint": self.fingerprint,
+                "source": self.source,
+                "converter": self.converter,
+            }
+            | self._records_json()
+            | ({"stats_xxh3": dict(self.stats_xxh3)} if self.stats_xxh3 else {})
+        )
 
     def _records_json(self) -> dict[str, Any]:
         if not self.checked:
@@ -257,7 +267,8 @@ class DatasetInfo:
         if isinstance(version, int) and version < min(READABLE_VERSIONS):
             raise DatasetError(
                 f"{where}: format_version {version} was written by an older jaxload, whose "
-                "record checksums do not cover the converted content; this jaxload reads "
+                "checksums do not cover all of the converted content and metadata; this "
+                "jaxload reads "
                 f"version {FORMAT_VERSION}: reconvert the source (`jaxload convert SRC OUT`)"
             )
         if version not in READABLE_VERSIONS:
@@ -291,6 +302,7 @@ class DatasetInfo:
                 shard_records=tuple(int(n) for n in records.get("per_shard", ())),
                 offsets_xxh3=tuple(str(h) for h in records.get("offsets_xxh3", ())),
                 metadata_xxh3=records.get("metadata_xxh3"),
+                stats_xxh3=raw.get("stats_xxh3"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise DatasetError(f"{where}: malformed metadata ({type(e).__name__}: {e})") from e
@@ -305,16 +317,24 @@ class DatasetInfo:
         )
 
 
-def with_metadata_digests(info: DatasetInfo, rows: Iterable[Mapping[str, Any]]) -> DatasetInfo:
-    """`info` with records.metadata_xxh3 for its fields and the meta/episodes.parquet
-    `rows` (dicts of its columns): what a dataset's record key is derived from (format 5;
-    the converter streams the same digests, `jaxload.converters.content`)."""
+def with_metadata_digests(
+    info: DatasetInfo, rows: Iterable[Mapping[str, Any]], tasks: Mapping[int, str] | None = None
+) -> DatasetInfo:
+    """`info` with records.metadata_xxh3 for its fields, the meta/episodes.parquet `rows`
+    (dicts of its columns) and meta/tasks.parquet's `tasks` (task_index -> task): what a
+    dataset's record key is derived from (format 6; the converter streams the same
+    digests, `jaxload.converters.content`)."""
     strings = [strings_column(k) for k, f in info.features.items() if f.is_string]
     gops = [segment_column(c, "segment_starts") for c in info.cameras]
     table = sealing.TableDigests(gops, strings)
     for row in rows:
         table.add(row)
     digests = info.digests() | {sealing.EPISODES: table.digests()}
+    if tasks is not None:
+        order = sorted(tasks)
+        digests[sealing.TASKS] = sealing.tasks_digest(
+            np.array(order, np.int64), [tasks[i] for i in order]
+        )
     return dataclasses.replace(info, metadata_xxh3=digests)
 
 

@@ -9,7 +9,8 @@ hash of
 - `records.metadata_xxh3`: the xxh3_64 of each piece of metadata that says what a record
   holds or where a frame is: `fps`, each feature and each camera of meta/info.json, and the
   columns of meta/episodes.parquet that place frames (`episode_index`, `length`, `tasks`,
-  each camera's `segment_starts`, each string feature's vocabulary).
+  each camera's `segment_starts`, each string feature's vocabulary) and (format 6)
+  meta/tasks.parquet (`tasks`: which string each frame's `task_index` names).
 
 So a record or shard of any other conversion fails its checksum whatever its structure
 (other content, other fingerprint, other key), and so does every record when
@@ -39,6 +40,7 @@ from jaxload.errors import DatasetError
 
 INFO_FIELDS = ("fps", "features", "cameras")  # the parts of info.json digested
 EPISODES = "episodes"  # metadata_xxh3's entry for meta/episodes.parquet's columns
+TASKS = "tasks"  # metadata_xxh3's entry for meta/tasks.parquet (format 6)
 
 
 def json_digest(value: Any) -> str:
@@ -82,6 +84,27 @@ def check_table(where: str, metadata: Mapping[str, Any], actual: Mapping[str, st
     """Raises a DatasetError naming `where` (meta/episodes.parquet) and the first column
     whose digest in `metadata[EPISODES]` differs from `actual` (column -> digest)."""
     _compare(where, "column", metadata.get(EPISODES), actual, "meta/episodes.parquet")
+
+
+def check_tasks(where: str, metadata: Mapping[str, Any] | None, actual: str) -> None:
+    """Raises a DatasetError naming `where` (meta/tasks.parquet) unless `actual`
+    (`tasks_digest` of the table read) is the digest in `metadata` (records.metadata_xxh3):
+    a task string edited, or two swapped, would serve another `task` for every frame."""
+    _compare(where, "the task table", (metadata or {}).get(TASKS), actual, "meta/tasks.parquet")
+
+
+def tasks_digest(index: np.ndarray, tasks: Any) -> str:
+    """Digest of meta/tasks.parquet: its `task_index` values in rising order (int64), then
+    the task strings in that order (as a list<string> column of one string per row).
+    `tasks`: a pyarrow string array or a sequence of str, aligned with `index`."""
+    import pyarrow as pa
+
+    values = (
+        tasks
+        if isinstance(tasks, pa.Array | pa.ChunkedArray)
+        else pa.array(list(tasks), pa.string())
+    )
+    return ints_digest(index) + string_lists_digest(np.ones(len(index), np.int64), values)
 
 
 def _compare(where: str, field: str, expected: Any, actual: Any, file: str) -> None:

@@ -73,8 +73,13 @@ class ShardReaders:
         if shard not in readers:
             self._check_version()
             reader = open_shard(self.path(shard))
+            try:  # checked before it is kept: a reader kept unchecked served a swapped shard
+                self._check_record_count(shard, reader)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    reader.close()
+                raise
             readers[shard] = reader
-            self._check_record_count(shard, reader)
         return readers[shard]
 
     def read(self, shard: int, records: Sequence[int], context: Any = None) -> list[bytes]:

@@ -34,6 +34,8 @@ from jaxload.storage.stats_board import StatsBoard, combine
 from jaxload.workers import main_guard
 from jaxload.workers import processes as workers
 from jaxload.workers.read_threads import DaemonReads
+from jaxload.workers.shared_batch import SHM_DIR
+from jaxload.workers.shm_space import batch_bytes, check_shared_memory
 
 
 class Loader:
@@ -120,6 +122,7 @@ class Loader:
                         store.board = StatsBoard()
                 self._workers = workers.WorkerRegistry()
             workers.reclaim_shared_memory()  # what crashed loaders on this machine left
+            check_shared_memory(batch_bytes(self.spec), self.options, SHM_DIR)  # before any worker
             placement = self.spec.placement
             if placement.decode_device == "hybrid" and placement.encoded:
                 blocks = device_blocks(self.spec.sharding, self.spec.rows, self.global_batch_size)

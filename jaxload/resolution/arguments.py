@@ -118,6 +118,44 @@ def rule_weights(
     ).tolist()
 
 
+def intended_weights(
+    rule: MixtureWeights | None, sources: Sequence[DatasetSource], sizes: dict[str, list[int]]
+) -> list[bool]:
+    """Which datasets of a mixture the user meant to read: a positive explicit weight, or
+    (a rule) a positive multiplier and a positive size (the default: every dataset)."""
+    given = [s.weight for s in sources]
+    if rule is None:
+        return [w is None or w > 0 for w in given]
+    size = [1] * len(sources) if rule.by == "uniform" else sizes[rule.by]
+    return [(w is None or w > 0) and n > 0 for w, n in zip(given, size, strict=True)]
+
+
+def check_shares(
+    names: Sequence[str], intended: Sequence[bool], weights: Any, quota: Sequence[int] | None
+) -> None:
+    """A ValueError naming every dataset that was meant to be read but gets no slot of a
+    mixture block (`quota`; None: one dataset), whatever produced its share: a tiny explicit
+    weight, or a rule's weight that underflowed to 0 (`MixtureWeights(temperature=1e-300)`
+    gave a dataset 0.00% of every batch, silently)."""
+    if quota is None:
+        return
+    starved = [
+        d for d, (want, q) in enumerate(zip(intended, quota, strict=True)) if want and q == 0
+    ]
+    if starved:
+        listed = ", ".join(
+            f"{names[d]} (weight {float(np.asarray(weights)[d]):.3g})"
+            if weights is not None
+            else names[d]
+            for d in starved
+        )
+        raise ValueError(
+            f"mixture: {listed} would get 0% of every batch (its share rounds to no slot of "
+            "a mixture block); give it a larger weight (a MixtureWeights temperature closer "
+            "to 1, a larger multiplier), or leave it out of the mixture"
+        )
+
+
 def dataset_sizes(
     datasets: Sequence[Any], drop_n_first_frames: int = 0, drop_n_last_frames: int = 0
 ) -> dict[str, list[int]]:

@@ -31,12 +31,15 @@ from jaxload.options import PipelineOptions
 from jaxload.placement.decide import Placement, decide_placement
 from jaxload.resolution.arguments import (
     check_fits_in_memory,
+    check_shares,
     check_yields_a_batch,
+    dataset_sizes,
+    intended_weights,
     rule_weights,
     source_weights,
 )
 from jaxload.resolution.spec import LoaderSpec
-from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
+from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE, StarvedDatasets
 from jaxload.sampling.stream import SampleStream
 from jaxload.sampling.weights import MixtureWeights, as_weight_rule
 from jaxload.sources.read import ReadSpec
@@ -160,17 +163,30 @@ def resolve_read(
             raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
     names = tuple(s.name for s in sources)
     warn_mostly_padded(names, datasets, drop_n_first_frames, drop_n_last_frames)
-    stream = SampleStream(
-        [d.episode_lengths for d in datasets],
-        weights=source_weights(sources)
+    mixture_weights = (
+        source_weights(sources)
         if rule is None or len(sources) == 1
-        else rule_weights(rule, sources, datasets, drop_n_first_frames, drop_n_last_frames),
-        seed=seed,
-        shuffle=shuffle,
-        drop_n_first_frames=drop_n_first_frames,
-        drop_n_last_frames=drop_n_last_frames,
-        mixture_block_size=mixture_block_size,
+        else rule_weights(rule, sources, datasets, drop_n_first_frames, drop_n_last_frames)
     )
+    intended = intended_weights(
+        rule, sources, dataset_sizes(datasets, drop_n_first_frames, drop_n_last_frames)
+    )
+    try:
+        stream = SampleStream(
+            [d.episode_lengths for d in datasets],
+            weights=mixture_weights,
+            seed=seed,
+            shuffle=shuffle,
+            drop_n_first_frames=drop_n_first_frames,
+            drop_n_last_frames=drop_n_last_frames,
+            mixture_block_size=mixture_block_size,
+        )
+    except StarvedDatasets as e:  # name them: a weight too small for any block
+        check_shares(
+            names, intended, mixture_weights, [int(d not in e.datasets) for d in range(len(names))]
+        )
+        raise
+    check_shares(names, intended, mixture_weights, stream.mixture and stream.mixture.quota)
     check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
     rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
     return ReadSpec(

@@ -35,6 +35,14 @@ MAX_BLOCK_SIZE = 100_000
 _MIXTURE_STREAM = -1
 
 
+class StarvedDatasets(ValueError):
+    """Datasets (`.datasets`, indices) whose positive weight rounds to no slot of a block."""
+
+    def __init__(self, message: str, datasets: Sequence[int]):
+        super().__init__(message)
+        self.datasets = list(datasets)
+
+
 def normalized(weights: Sequence[float]) -> np.ndarray:
     """Non-negative weights (some positive) scaled to sum to 1, also where their sum
     overflows float64: [1e308, 1e308] is 1:1 (dividing by the sum made every weight 0)."""
@@ -57,9 +65,10 @@ def quotas(weights: Sequence[float], block_size: int) -> np.ndarray:
     q[order[: block_size - int(q.sum())]] += 1
     starved = np.flatnonzero((w > 0) & (q == 0))
     if starved.size:
-        raise ValueError(
+        raise StarvedDatasets(
             f"datasets {starved.tolist()} have weights too small for mixture block size {block_size}; "
-            "raise mixture_block_size"
+            "raise mixture_block_size",
+            starved.tolist(),
         )
     return q
 

@@ -61,6 +61,22 @@ class FeatureStats:
         names = [n for n in STAT_ORDER if n not in QUANTILES or n in self.quantiles]
         return {name: self.get(name).tolist() for name in names}
 
+    def check(self, where: str, shape: tuple[int, ...] | None = None) -> None:
+        """Raises a DatasetError naming `where` and the stat unless every stat is finite,
+        std >= 0 and (given) the stats have `shape`: a NaN std or an inf mean
+        would put NaN or inf into every normalized batch."""
+        if shape is not None and self.shape != tuple(shape):
+            raise DatasetError(
+                f"{where}: stats of shape {self.shape}, but the feature's stats have shape "
+                f"{tuple(shape)}"
+            )
+        for name in ("mean", "std", "min", "max", *self.quantiles):
+            values = self.get(name)
+            if not np.all(np.isfinite(values)):
+                raise DatasetError(f"{where}: {name} is not finite ({values.tolist()})")
+        if np.any(self.std < 0):
+            raise DatasetError(f"{where}: std is negative ({self.std.tolist()})")
+
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], where: str = "stats") -> FeatureStats:
         """From a stats.json entry (LeRobot's or ours); the quantiles are optional there."""

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from jaxload import format as fmt
 from jaxload.errors import DatasetError
+from jaxload.format import sealing
 from jaxload.format.reader import read_info
 from jaxload.format.storage import DatasetStorage, as_storage
 from jaxload.stats.feature_stats import QUANTILES, FeatureStats, Grid
@@ -46,7 +48,8 @@ def write_stats(
     Needs the dataset's meta/info.json, meta/episodes.parquet and shards. Image stats (per
     channel) are copied for the dataset's cameras from `source_stats`, the source's LeRobot
     stats.json: a path (skipped when the file does not exist), its bytes, or its parsed
-    dict; video is never decoded.
+    dict; video is never decoded. The two files' digests are then recorded in
+    meta/info.json (`stats_xxh3`), which `load_stats` checks them against.
 
     Example (the converter, after writing the metadata, before publishing)::
 
@@ -60,8 +63,16 @@ def write_stats(
         if cam in source:
             stats[cam] = FeatureStats.from_json(source[cam], f"source stats.json: {cam}")
     ordered = {k: stats[k] for k in [*info.cameras, *info.features] if k in stats}
-    _write_sketch(root / SKETCH_PATH, ordered)
-    fmt.write_json_atomic(root / fmt.STATS_PATH, stats_to_json(ordered))
+    sketch = _write_sketch(root / SKETCH_PATH, ordered)
+    written = stats_to_json(ordered)
+    fmt.write_json_atomic(root / fmt.STATS_PATH, written)
+    # info.json records what was written, so `load_stats` refuses an edited file (format 6).
+    raw = json.loads((root / fmt.INFO_PATH).read_bytes())
+    raw["stats_xxh3"] = {
+        fmt.STATS_PATH: sealing.json_digest(json.loads(json.dumps(written))),
+        SKETCH_PATH: xxhash.xxh3_64_hexdigest(sketch),
+    }
+    fmt.write_json_atomic(root / fmt.INFO_PATH, raw)
     return ordered
 
 
@@ -78,6 +89,12 @@ def load_stats(
     `keys` limits the result (and any warning) to those features; one the file lacks is
     left out. `sketch=False` skips the histograms (stats.json alone: smaller, no merging
     of quantiles with bounds).
+
+    Both files must be what the dataset was converted with (their digests in info.json's
+    `stats_xxh3`), and every entry is checked where it is read: finite, std >= 0
+    and the shape of its feature (`(1,)` for a scalar) or camera (`(3, 1, 1)`);
+    a DatasetError names the file, the key and the field, instead of a mean or a NaN that
+    would be served into every normalized batch.
     """
     storage = as_storage(dataset_path)
     path = storage.where(fmt.STATS_PATH)
@@ -85,10 +102,14 @@ def load_stats(
     if data is None:
         raise DatasetError(f"{path}: missing; compute it with jaxload.stats.write_stats")
     raw = _parse_json(data, path)
+    info = read_info(storage)
+    _check_digest(path, info, fmt.STATS_PATH, sealing.json_digest(raw))
     keys = [keys] if isinstance(keys, str) else keys
     wanted = raw.keys() if keys is None else [k for k in dict.fromkeys(keys) if k in raw]
     stats = {k: FeatureStats.from_json(raw[k], f"{path}: {k}") for k in wanted}
-    histograms = _read_sketch(storage) if sketch else {}
+    for key, entry in stats.items():
+        entry.check(f"{path}: {key}", _stats_shape(info, key))
+    histograms = _read_sketch(storage, info) if sketch else {}
     for key, (count, grids, error) in histograms.items():
         if keys is not None and key not in stats:  # not asked for: not even a warning
             continue
@@ -141,7 +162,7 @@ def _parse_json(data: bytes, path: str) -> dict[str, Any]:
     return raw
 
 
-def _write_sketch(path: Path, stats: Mapping[str, FeatureStats]) -> None:
+def _write_sketch(path: Path, stats: Mapping[str, FeatureStats]) -> bytes:
     arrays: dict[str, np.ndarray] = {"version": np.array(SKETCH_VERSION)}
     for key, s in stats.items():
         if not s.grids:
@@ -154,15 +175,36 @@ def _write_sketch(path: Path, stats: Mapping[str, FeatureStats]) -> None:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     fmt.write_bytes_atomic(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def _stats_shape(info: Any, key: str) -> tuple[int, ...] | None:
+    """The shape a key's stats have (LeRobot's): a camera's (3, 1, 1), a feature's shape
+    with `(1,)` for a scalar; None for a key the dataset does not have."""
+    if key in info.cameras:
+        return (3, 1, 1)
+    feature = info.features.get(key)
+    return None if feature is None else (tuple(feature.shape) or (1,))
+
+
+def _check_digest(path: str, info: Any, name: str, actual: str) -> None:
+    expected = (info.stats_xxh3 or {}).get(name)
+    if expected != actual:
+        raise DatasetError(
+            f"{path}: not the statistics this dataset was converted with (its digest differs "
+            f"from meta/info.json's stats_xxh3): {name} was edited or replaced after "
+            "conversion; restore it, or reconvert (`jaxload convert SRC OUT`)"
+        )
 
 
 def _read_sketch(
-    storage: DatasetStorage,
+    storage: DatasetStorage, info: Any
 ) -> dict[str, tuple[int, tuple[Grid, ...], dict[str, np.ndarray]]]:
     path = storage.where(SKETCH_PATH)
     data = storage.read(SKETCH_PATH)
     if data is None:
         return {}
+    _check_digest(path, info, SKETCH_PATH, xxhash.xxh3_64_hexdigest(data))
     try:
         with np.load(io.BytesIO(data)) as z:
             arrays = {k: z[k] for k in z.files}

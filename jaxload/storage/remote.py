@@ -75,7 +75,7 @@ class RemoteStore:
         indexed = len(info.offsets_xxh3) == info.num_shards
         if info.format_version < layout.OFFSETS_VERSION or not info.checked or not indexed:
             raise DatasetError(
-                f"{url}: format_version {info.format_version} has no record offset index, "
+                f"{redact(url)}: format_version {info.format_version} has no record offset index, "
                 f"which reading from object storage needs (format {layout.OFFSETS_VERSION}); "
                 "reconvert it with this jaxload, or read a local copy"
             )

@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jaxload.errors import DatasetError
+from jaxload.storage.secrets import (
+    SECRET_NAMES,
+    guard_library_logs,
+    redact_url_secrets,
+    secret_values,
+    split_userinfo,
+)
 
 SCHEMES = ("s3", "gs", "gcs", "hf", "http", "https")
 # The package each scheme needs (the `remote` extra installs s3fs; the others on demand).
@@ -69,20 +75,33 @@ def filesystem(
         from fsspec.core import url_to_fs
     except ImportError as e:  # pragma: no cover - the remote extra installs it
         raise DatasetError(
-            f"{url}: reading URLs needs fsspec: pip install 'jaxload[remote]'"
+            f"{redact(url)}: reading URLs needs fsspec: pip install 'jaxload[remote]'"
         ) from e
     del fsspec
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
-    url = scheme + sep + rest  # fsspec knows "s3", not "S3"
+    url, userinfo = split_userinfo(scheme + sep + rest)  # fsspec knows "s3", not "S3"
+    options = dict(storage_options or {})
+    guard_library_logs([*secret_values(options), *(userinfo or ())[1:]])
+    if userinfo is not None:  # never in a URL a library holds, logs or puts in an error
+        if scheme not in ("http", "https"):
+            raise DatasetError(
+                f"{redact(url)}: credentials in a {scheme}:// URL are not read; give them in "
+                "storage_options (or the store's environment and credential files)"
+            )
+        import base64
+
+        basic = base64.b64encode(":".join(userinfo).encode()).decode()
+        client = dict(options.get("client_kwargs") or {})
+        client["headers"] = {"Authorization": f"Basic {basic}", **(client.get("headers") or {})}
+        options["client_kwargs"] = client
     try:
-        options = dict(storage_options or {})
         if scheme == "s3":
             options = _s3_defaults(options, timeout_s)
         fs, root = url_to_fs(url, **options)
     except ImportError as e:
         package = PACKAGES.get(scheme, "the fsspec implementation of " + scheme)
-        raise DatasetError(f"{url}: reading {scheme}:// URLs needs {package} ({e})") from e
+        raise DatasetError(f"{redact(url)}: reading {scheme}:// URLs needs {package} ({e})") from e
     if scheme == "s3" and hasattr(fs, "retries"):
         # s3fs loops 5 times (with backoff) around timeouts and SlowDown itself, under
         # jaxload's RetryPolicy: one try each. A class attribute, not an argument; this
@@ -113,15 +132,10 @@ def _s3_defaults(options: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     return {**options, "config_kwargs": {**config, "retries": {"max_attempts": 0}}}
 
 
-# URL userinfo (`https://user:password@host/...`): never in a message.
-_USERINFO = re.compile(r"(?<=://)[^/@\s'\"]+@")
-# storage_options names whose values are credentials (s3fs, gcsfs, huggingface_hub, ...).
-_SECRET_NAMES = re.compile(r"key|secret|token|password|passwd|credential|session|auth|private")
-
-
 def redact(text: Any) -> str:
-    """`text` (a URL, a message) without the credentials a URL carries in its userinfo."""
-    return _USERINFO.sub("***@", str(text))
+    """`text` (a URL, a message) without the credentials a URL carries: its userinfo and
+    its query values (`?token=...`, a presigned URL's `X-Amz-Signature=...`)."""
+    return redact_url_secrets(str(text))
 
 
 def redacted_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -134,7 +148,7 @@ def redacted_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None
             redacted_options(v)
             if isinstance(v, Mapping)
             else "***"
-            if _SECRET_NAMES.search(str(k).lower())
+            if SECRET_NAMES.search(str(k).lower())
             else v
         )
         for k, v in options.items()

@@ -10,7 +10,8 @@ offset index (each index checked against info.json) and verified by its checksum
 What it catches that would otherwise be served as data (format 5): a shard or record of
 another conversion (records are keyed by the content: "every shard ..." fails), a GOP table
 or another column of meta/episodes.parquet edited after conversion ("episode table"), fps
-<= 0 or a feature, camera or fps changed in info.json ("metadata"). Features listed in
+<= 0 or a feature, camera or fps changed in info.json ("metadata"), a task string edited
+or swapped ("tasks", format 6), meta/stats.json edited or not finite ("stats"). Features listed in
 another order are no fault: frame rows are laid out by sorted names. A worker killed while
 loading and a conversion resumed from stale units are no properties of a dataset: the
 loader (`WorkerDiedError`) and the converter's resume plan deal with those.
@@ -102,7 +103,10 @@ def _check(storage: DatasetStorage) -> list[CheckResult]:
         return f"{state['info'].total_frames} frames; GOP tables as the records were written"
 
     def tasks():
-        return f"{len(read_tasks(storage))} tasks"
+        return f"{len(read_tasks(storage))} tasks, as the records were written"
+
+    def stats():
+        return _check_stats(storage)
 
     def shards():
         read = _read_all_records if isinstance(storage, LocalDirectory) else _fetch_all_records
@@ -144,8 +148,31 @@ def _check(storage: DatasetStorage) -> list[CheckResult]:
             ("frame records are consistent", frames),
             ("every video segment decodes", video),
             ("content matches fingerprint", fingerprint),
+            ("normalization stats are the converted ones", stats),
         ]
     )
+
+
+def _check_stats(storage: DatasetStorage) -> str:
+    """meta/stats.json and its sketch as info.json's digests say, every entry finite with
+    std >= 0 and its feature's shape (`load_stats`); the tabular features' stats are
+    computed again from the records and must be the stored ones."""
+    from jaxload.stats import compute_stats, load_stats
+
+    stored = load_stats(storage)
+    again = compute_stats([storage], keys=[k for k in stored if k in _numeric(storage)])
+    for key, entry in again.items():
+        if entry.to_json() != stored[key].to_json():
+            raise DatasetError(
+                f"{storage.where(fmt.STATS_PATH)}: {key} is not what the records hold "
+                "(its stats computed again differ); restore the file or reconvert"
+            )
+    return f"{len(stored)} keys; {len(again)} tabular ones computed again from the records"
+
+
+def _numeric(storage: DatasetStorage) -> set[str]:
+    info = read_info(storage)
+    return {k for k, f in info.features.items() if not f.is_string}
 
 
 def _read_all_records(files: DatasetFiles) -> dict[int, list[bytes]]:

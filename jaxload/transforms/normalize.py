@@ -192,11 +192,15 @@ class Normalize(grain.transforms.Map):
 
 
 def _as_stats(entry: FeatureStats | Mapping[str, Any], key: str) -> FeatureStats:
-    return (
+    """The stats of `key`, checked (finite, std >= 0): a NaN or inf would
+    otherwise be in every normalized batch."""
+    stats = (
         entry
         if isinstance(entry, FeatureStats)
         else FeatureStats.from_json(entry, f"stats of {key!r}")
     )
+    stats.check(f"Normalize: stats of {key!r}")
+    return stats
 
 
 def _stacked(

@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import re
 import signal
+import stat
 import threading
 import time
 
@@ -28,7 +29,7 @@ PARENT_POLL_S = 0.2
 # How often the training process looks for workers that ended (well within the second
 # after which Grain collects a dead worker's exit status: the signal is read before).
 WATCH_INTERVAL_S = 0.05
-# Slots: `jaxload_<training process pid>_<random hex>` (jaxload.pipeline.shared_batch).
+# Slots: `jaxload_<training process pid>_<random hex>` (jaxload.workers.shared_batch).
 _SEGMENT = re.compile(r"jaxload_(\d+)_[0-9a-f]+")
 # multiprocessing's named semaphores (Grain's queues and events), /dev/shm/sem.mp-*.
 _SEMAPHORE = re.compile(r"sem\.mp-[0-9a-z_]+")
@@ -310,9 +311,12 @@ def reclaim_shared_memory(shm_dir: str = shared_batch.SHM_DIR) -> list[str]:
     for name in candidates:
         if inodes[name] in mapped:
             continue
-        with contextlib.suppress(FileNotFoundError, PermissionError):
+        try:
             os.unlink(os.path.join(shm_dir, name))
-            removed.append(name)
+        except OSError as e:  # gone meanwhile, replaced by a directory, not ours to remove
+            log.debug("%s: not reclaimed (%s)", os.path.join(shm_dir, name), e)
+            continue
+        removed.append(name)
     if removed:
         log.info("removed %d leftovers of dead loaders from %s", len(removed), shm_dir)
     return removed
@@ -349,12 +353,18 @@ def _old_semaphore(shm_dir: str, name: str, now: float) -> bool:
 
 
 def _owned_inode(path: str) -> int | None:
-    """The file's inode if this user owns it."""
+    """The file's inode if it is a regular file this user owns (not followed if a link):
+    anything else of a slot's name (a directory, a link, a fifo, another user's file) is
+    no leftover of ours, and is skipped (a directory `jaxload_<dead pid>_x` made every
+    loader start on the machine fail with IsADirectoryError)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
         return None
-    return st.st_ino if st.st_uid == os.geteuid() else None
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        log.debug("%s: not a regular file of this user; not reclaimed", path)
+        return None
+    return st.st_ino
 
 
 def _mapped_inodes(shm_dir: str) -> set[int] | None:

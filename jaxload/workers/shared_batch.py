@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.workers.shm_space import no_room
+
 SHM_DIR = "/dev/shm"  # where POSIX shared memory lives on Linux
 HEADER = 64  # bytes before the array: byte 0 is the slot's state; keeps the data aligned
 FREE, IN_USE = 0, 1
@@ -53,9 +55,21 @@ def _new_segment(size: int) -> shared_memory.SharedMemory:
     prefix = segment_prefix(parent.pid if parent is not None else None)
     while True:
         try:
-            return shared_memory.SharedMemory(prefix + secrets.token_hex(4), True, size)
+            segment = shared_memory.SharedMemory(prefix + secrets.token_hex(4), True, size)
         except FileExistsError:  # the same 32 random bits: draw again
             continue
+        except OSError as e:  # read-only, full, no such directory
+            raise no_room(SHM_DIR, size, e) from e
+        break
+    try:
+        # Every page now: a /dev/shm that is full fails here, not with SIGBUS at first write.
+        os.posix_fallocate(segment._fd, 0, size)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            segment.close()
+            segment.unlink()
+        raise no_room(SHM_DIR, size, e) from e
+    return segment
 
 
 @dataclasses.dataclass(frozen=True)

@@ -132,3 +132,35 @@ def test_the_mixture_table_is_logged_at_start(caplog):
     assert "50.00%" in lines[1] and "50.00%" in lines[2]  # two episodes each
     # epochs per 1M samples: share x 1e6 / anchors (12 and 13 frames)
     assert f"{0.5e6 / 12:,.1f}" in lines[1] and f"{0.5e6 / 13:,.1f}" in lines[2]
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        jaxload.MixtureWeights(by="frames", temperature=1e-300),  # underflows to exactly 0
+        jaxload.MixtureWeights(by="frames", temperature=0.05),  # positive, below any slot
+        [1.0, 1e-12],  # an explicit weight too small for any block
+    ],
+)
+def test_a_dataset_whose_share_rounds_to_no_slot_is_an_error_naming_it(weights):
+    """Issue #44: temperature=1e-300 gave the smaller dataset 0.00% of every batch, silently
+    (its weight underflowed to 0, and only positive weights were checked)."""
+    small = FakeDataset([5, 7], state_dim=3, salt="a")
+    small.path = "tiny"  # what messages name a dataset by
+    large = FakeDataset([900, 400], state_dim=3, salt="b")
+    sources = [DatasetSource(large), DatasetSource(small)]
+    if isinstance(weights, list):
+        sources = [DatasetSource(large, weight=weights[0]), DatasetSource(small, weight=weights[1])]
+        weights = None
+    with pytest.raises(
+        ValueError, match=r"mixture: tiny \(weight .*\) would get 0% of every batch"
+    ):
+        _loader(sources, global_batch_size=4, weights=weights)
+
+
+def test_a_weight_of_zero_given_on_purpose_still_leaves_a_dataset_out():
+    small, large = FakeDataset([5, 7], salt="a"), FakeDataset([9, 4], salt="b")
+    loader = _loader(
+        [DatasetSource(small, weight=1.0), DatasetSource(large, weight=0.0)], global_batch_size=4
+    )
+    assert set(next(loader)["dataset_index"].tolist()) == {0}

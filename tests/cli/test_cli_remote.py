@@ -121,7 +121,7 @@ def test_doctor_on_a_dataset_url_runs_every_check_remotely(s3, local, dataset_ur
     assert status == 0, err
     assert there.startswith(f"{dataset_url} (jaxload dataset)\n")
     assert there == here.replace(str(local), dataset_url)  # same checks, same fingerprint
-    assert "0 failed, 7 passed" in there
+    assert "0 failed, 8 passed" in there
     assert s3.counters()["requests"] > 0
 
 

@@ -277,3 +277,26 @@ def test_paths_outside_the_source_are_never_read(src, tmp_path, template, escape
     _expect_failure(src, tmp_path, r"points outside the dataset; refusing to read it")
     failed = [r for r in check_source(src) if r.status == "FAIL"]
     assert failed and "points outside the dataset" in failed[0].detail
+
+
+def test_a_chunk_index_that_is_a_path_outside_the_source_is_refused(src, tmp_path):
+    """Issue #44: a v3 data/chunk_index of '../../../outside_data/chunk-000' was a raw
+    `ValueError: invalid literal for int()`; it is the "points outside the dataset" refusal,
+    from convert and from doctor, before anything is opened there."""
+    import pyarrow as pa
+
+    from jaxload.converters.doctor import check_source
+
+    (path,) = sorted((src / "meta/episodes").rglob("*.parquet"))
+    table = pq.read_table(path)
+    column = table.column_names.index("data/chunk_index")
+    crafted = pa.array(["../../../outside_data/chunk-000"] * len(table))
+    pq.write_table(table.set_column(column, "data/chunk_index", crafted), path)
+    _expect_failure(
+        src,
+        tmp_path,
+        r"column data/chunk_index holds '\.\./\.\./\.\./outside_data/chunk-000', a "
+        r"path that points outside the dataset; refusing to read it",
+    )
+    failed = [r for r in check_source(src) if r.status == "FAIL"]
+    assert failed and "points outside the dataset" in failed[0].detail

@@ -90,3 +90,28 @@ def test_resize_stores_less_and_records_it(tmp_path, capsys):
     assert main(["convert", str(src), str(tmp_path / "odd"), "--resize", "24x33"]) == 1
     assert not (tmp_path / "odd").exists()  # nothing written
     assert jaxload.open(tmp_path / "small").info.fingerprint == before
+
+
+@pytest.mark.parametrize("bound", [83, 84, 3, 2, 41, 225])
+def test_max_size_keeps_the_longer_side_within_the_bound(bound):
+    """Issue #44: --max-size 83 stored 84x84 and --max-size 3 4x4 (sizes rounded to even,
+    up): the largest even size <= N is the bound now, for every shape."""
+    options = encode_options("h264", 4, None, None, None, None, bound)
+    assert options.max_size == bound - bound % 2
+    for height, width in [(480, 640), (640, 480), (96, 96), (97, 301), (1080, 1920), (2, 999)]:
+        stored = options.stored_size(height, width)
+        assert max(stored) <= bound and min(stored) >= 2 and stored[0] % 2 == stored[1] % 2 == 0
+        if max(height, width) > bound:
+            assert max(stored) == bound - bound % 2
+
+
+def test_a_resize_larger_than_the_encoders_take_is_refused_naming_the_limit(tmp_path, capsys):
+    """Issue #44: `--resize 100000x100000` was "unexpected error ... ArgumentError 22"."""
+    for size in ["100000x100000", "8194x64", "8192x8192"]:
+        with pytest.raises(JaxloadError, match=rf"--resize '{size}': larger than H.264/HEVC"):
+            encode_options("h264", 4, None, None, None, size)
+    assert encode_options("h264", 4, None, None, None, "4320x8192").resize == (4320, 8192)
+    out = tmp_path / "out"
+    assert main(["convert", str(tmp_path), str(out), "--resize", "100000x100000"]) == 1
+    assert "larger than H.264/HEVC encode (8192 pixels a side" in capsys.readouterr().err
+    assert not out.exists()

@@ -130,7 +130,7 @@ def test_the_fingerprint_is_covered_by_the_record_checks(dataset, conversions):
         jaxload.open(dataset)
 
 
-@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("version", [2, 3, 4, 5])
 def test_older_format_versions_are_refused_saying_to_reconvert(dataset, version):
     info = _info(dataset)
     info["format_version"] = version

@@ -205,3 +205,24 @@ def test_a_refused_restore_names_what_changed():
     assert LoaderState.from_dict(legacy).views == ()
     with pytest.raises(CheckpointError, match="is from another dataset"):
         check_compatible(LoaderState.from_dict(legacy), state("new", content="d"))
+
+
+def test_a_state_with_a_null_fingerprint_or_a_huge_position_is_a_clear_checkpoint_error():
+    """Issue #44: `fingerprint: null` was refused by a CheckpointError naming the same
+    fingerprints as saved and as now; `position=10**30` was a raw OverflowError."""
+    loader = _loader(global_batch_size=6)
+    _take(loader, 2)
+    state = loader.get_state()
+    with pytest.raises(CheckpointError, match=r"fingerprint=None, .*the state is damaged"):
+        loader.set_state(state | {"fingerprint": None})
+    with pytest.raises(CheckpointError, match=r"dataset_fingerprints=\[None\].*damaged"):
+        loader.set_state(state | {"dataset_fingerprints": [None]})
+    for name in ("position", "epoch", "seed", "epoch_size"):
+        with pytest.raises(CheckpointError, match=rf"{name}={10**30}: larger than any stream"):
+            loader.set_state(state | {name: 10**30})
+    # a stream fingerprint edited alone: said so, not "another dataset" with the same names
+    with pytest.raises(CheckpointError, match=r"stream fingerprint 0000.* edited or damaged"):
+        loader.set_state(state | {"fingerprint": "0" * 64})
+    assert loader.position == 12
+    loader.set_state(state)
+    assert loader.position == 12

@@ -34,7 +34,7 @@ def test_healthy_source_and_dataset_pass(sources, capsys):
     assert "LeRobot source" in out and out.count("[  ok]") == 7
     status, out = _doctor(dataset, capsys)
     assert status == 0, out
-    assert "jaxload dataset" in out and out.count("[  ok]") == 7
+    assert "jaxload dataset" in out and out.count("[  ok]") == 8
 
 
 def test_short_video_is_found_and_named(sources, tmp_path, capsys):
@@ -99,7 +99,7 @@ def test_episode_table_that_contradicts_info_json_is_found(sources, tmp_path, ca
     assert status == 1, out
     failure = next(line for line in out.splitlines() if line.startswith("[FAIL]"))
     assert "episode table matches info.json" in failure and "episodes.parquet" in failure
-    assert "13 frames, but meta/info.json says 3 / 14" in failure and out.count("[skip]") == 5
+    assert "13 frames, but meta/info.json says 3 / 14" in failure and out.count("[skip]") == 6
 
 
 # --- the silent-data cases of issue #33 --------------------------------------------------------
@@ -185,4 +185,4 @@ def test_features_in_another_order_are_no_fault(sources, tmp_path, capsys):
     (dataset / fmt.INFO_PATH).write_text(json.dumps(info, indent=2, sort_keys=True))
     status, out = _doctor(dataset, capsys)
     assert status == 0, out
-    assert out.count("[  ok]") == 7 and "frame rows by sorted feature names" in out
+    assert out.count("[  ok]") == 8 and "frame rows by sorted feature names" in out

@@ -10,8 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import jaxload
 from jaxload import PipelineOptions, make_loader
 from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError, WorkerDiedError, WorkerTimeoutError
@@ -338,3 +340,30 @@ def test_a_closed_pipelines_worker_stops_reading(tmp_path):
             workers.raise_if_pipeline_closed()
     finally:
         workers._pipeline_closed.clear()
+
+
+def test_shared_tables_changed_under_a_loader_are_written_again_not_refused_forever(dataset):
+    """Issue #44: /dev/shm/jaxload_<pid>_<hex> (a dataset's tables, mapped by every worker)
+    written by another process of the user: every worker start raised a raw ValueError,
+    again and again, since the training process handed out the same file (and its own
+    tables, views of that file, changed with it). Now the training process checks the file
+    when it pickles the dataset again and writes a fresh one: the next loader's batches are
+    the undisturbed run's."""
+    ds = jaxload.open(dataset, delta_timestamps=WINDOW)
+    kw = {k: v for k, v in KW.items() if k != "delta_timestamps"}  # the dataset has them
+    want = [next(make_loader(ds, options=PipelineOptions(num_workers=0), **kw))]
+    options = PipelineOptions(num_workers=1, read_threads=1, worker_buffer_size=1, prefetch=1)
+    loader = make_loader(ds, options=options, **kw)
+    assert_batches_equal([next(loader)], want)
+    loader.close()
+    name = ds._episodes.columns.shared_name
+    path = os.path.join("/dev/shm", name)
+    with open(path, "r+b") as f:
+        f.write(b"\x7f" * 64)  # lengths and shards of the first episodes, as laid out
+    lengths = ds.episode_lengths.copy()
+    for _ in range(2):  # a new loader, twice: each one reads
+        loader = make_loader(ds, options=options, **kw)
+        assert_batches_equal([next(loader)], want)
+        loader.close()
+    assert ds._episodes.columns.shared_name != name and not os.path.exists(path)
+    assert np.array_equal(ds.episode_lengths, lengths)
