@@ -1,14 +1,14 @@
 """The default conversion keeps every video camera's source bitstream: every frame jaxload
 serves, windows with padding included, is bit-identical to what LeRobotDataset decodes
-from the source, for AV1 (lerobot's default, and hidden alt-ref frames), H.264 and HEVC
-(B-frames, open GOPs), episodes packed several to an mp4.
+from the source (lerobot 0.4.4, torchcodec on CPU), for AV1 (lerobot's default, and hidden
+alt-ref frames), H.264 and HEVC (B-frames, open GOPs), episodes packed several to an mp4.
 
-The reference is lerobot's own decode path (`decode_video_frames_torchcodec`, lerobot
-0.4.4): torchcodec on CPU, approximate seek mode, frame `round(t * average_fps)` of the
-file at t = from_timestamp + the frame's timestamp, with LeRobot's window semantics (an
-offset outside the episode is clamped to its edge). LeRobotDataset itself cannot be
-imported in this environment (its torchvision import fails), so the path is replicated
-here; the goldens in tests/e2e/test_parity.py are LeRobotDataset's real outputs.
+The reference is `LeRobotDataset(root, delta_timestamps=...)[i]` for every index i (lerobot
+imported with the benchmark's torchvision workaround, `jaxload.tools.bench.lerobot`).
+Without lerobot installed, lerobot's decode path is replicated instead
+(`decode_video_frames_torchcodec`: torchcodec, approximate seek mode, frame
+`round(t * average_fps)` of the file at t = from_timestamp + the frame's timestamp, an
+offset outside the episode clamped to its edge).
 """
 
 import itertools
@@ -86,22 +86,49 @@ def test_every_frame_is_lerobots(sources, converted, name):
     src, report = sources[name], converted[name]
     fps = json.loads((src / "meta/info.json").read_text())["fps"]
     cams = jaxload.open(report.out).camera_keys
-    ds = jaxload.open(report.out, delta_timestamps={c: [k / fps for k in OFFSETS] for c in cams})
+    windows = {c: [k / fps for k in OFFSETS] for c in cams}
+    ds = jaxload.open(report.out, delta_timestamps=windows)
     items = ds.__getitems__(range(len(ds)))
-    checked = 0
+    lerobot = _lerobot_dataset(src, windows)
+    checked, refused = 0, 0
     for episode in _episodes(src):
         first, length = episode["dataset_from_index"], episode["length"]
         timestamps = np.array([items[first + t]["timestamp"] for t in range(length)])
         for cam in cams:
             frames = _lerobot_frames(src, episode, cam, timestamps)
             for t in range(length):
-                window = items[first + t][cam]
-                want = frames[np.clip(t + np.array(OFFSETS), 0, length - 1)]
+                window, want = items[first + t][cam], None
+                if lerobot is not None:
+                    try:
+                        item = lerobot[first + t]
+                        want = np.rint(np.moveaxis(item[cam].numpy(), -3, -1) * 255).astype(
+                            np.uint8
+                        )
+                    except Exception as e:  # LeRobot cannot serve this item
+                        assert type(e).__name__ in ("FrameTimestampError", "RuntimeError"), e
+                        refused += 1
+                if want is None:
+                    want = frames[np.clip(t + np.array(OFFSETS), 0, length - 1)]
                 assert np.array_equal(window, want), (name, episode["episode_index"], t, cam)
                 pad = items[first + t][f"{cam}_is_pad"]
                 assert pad.tolist() == [not 0 <= t + k < length for k in OFFSETS]
                 checked += len(OFFSETS)
     assert checked == len(ds) * len(cams) * len(OFFSETS)
+    # LeRobotDataset serves every item of every source but the HEVC one with B-frames, where
+    # its torchcodec decode (approximate mode, one cached decoder per file) returns frames
+    # 0.1-0.3 s off for some windows (its tolerance check raises FrameTimestampError) or
+    # runs past the file ("no more frames left to decode"): those items are compared with
+    # its decode path on a fresh decoder per episode (`_lerobot_frames`).
+    assert (refused > 0) == (name == "hevc-bframes" and lerobot is not None), refused
+
+
+def _lerobot_dataset(src, windows):
+    """LeRobotDataset over `src` with `windows`, or None when lerobot is not installed."""
+    from jaxload.tools.bench.lerobot import import_lerobot_dataset, lerobot_available
+
+    if not lerobot_available():
+        return None
+    return import_lerobot_dataset()(f"fixtures/{src.name}", root=src, delta_timestamps=windows)
 
 
 @pytest.mark.parametrize("name", SHARED + REORDERED)
