@@ -161,7 +161,7 @@ def main(argv=None) -> int:
             "heldout_mse": losses,
             "mean": float(np.mean(losses)),
             "std": float(np.std(losses)),
-            "frames_psnr_vs_lerobot_min": min(frame_psnr),
+            "frames_psnr_vs_lerobot_min": None if min(frame_psnr) == np.inf else min(frame_psnr),
             "frames_identical_to_lerobot": bool(np.array_equal(full, reference_full)),
         }
         print(

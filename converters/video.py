@@ -296,7 +296,7 @@ def copy_stream(
     init, fragments = fragment_copied(data, shown, cuts, codec, width, height, extradata)
     encoded = EncodedStream(codec, init=init)
     for cut, fragment in zip(cuts, fragments):
-        encoded.segment_starts.append(min(shown[cut:]))  # closed GOP: its first frame
+        encoded.segment_starts.append(shown[cut])  # a cut is the first frame its GOP shows
         encoded.segments.append(fragment)
     _verify_copy(path, encoded, from_timestamp, timestamps, (codec, width, height), episode)
     encoded.psnr = np.full(num_frames, np.inf)
