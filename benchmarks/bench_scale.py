@@ -167,7 +167,8 @@ def template(cache: Path) -> Path:
         src = cache / "droid-template-src"
         if not src.exists():
             scale_data.write_template_source(src)
-        convert(src, out, workers=1, progress=False)
+        # Fixed GOPs: scale_data tiles the template's first GOP record over DROID's lengths.
+        convert(src, out, video_codec="h264", workers=1, progress=False)
     return out
 
 

@@ -44,6 +44,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, help="alternating rounds (default 2)")
     parser.add_argument("--no-lerobot", action="store_true", help="skip LeRobotDataset")
     parser.add_argument(
+        "--video-codec",
+        help="convert with this --video-codec (default: the converter's default, exact "
+        "frames: the AV1 sources copied); e.g. h264 for the re-encoded mode",
+    )
+    parser.add_argument(
         "--no-defaults",
         action="store_true",
         help="skip jaxload with its own worker/thread counts (measured besides --workers)",
@@ -111,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     reports, datasets = [], {}
     started = datetime.datetime.now(datetime.UTC)
     for label, spec in specs_for(args.quick, args.only).items():
-        src, out = bench_data.prepare(spec, args.cache, workers=args.workers)
+        codec = {"video_codec": args.video_codec} if args.video_codec else {}
+        src, out = bench_data.prepare(spec, args.cache, workers=args.workers, **codec)
         datasets[label] = dataset_record(spec, src, out)
         report = bench.run_bench(
             out,

@@ -31,11 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--revision", help="hub branch, tag or commit (hub ids only; default main)")
     parser.add_argument(
         "--video-codec",
-        choices=["h264", "hevc", "lossless", "copy"],
-        default="h264",
-        help="h264 (default) or hevc: re-encode at --crf; lossless: exact pixels (x264 RGB, "
-        "qp 0; several times larger, CPU decode only); copy: keep an h264/hevc source stream "
-        "(image cameras are then stored lossless)",
+        choices=["auto", "copy", "h264", "hevc", "lossless"],
+        default=None,
+        help="auto (default): keep the source's h264/hevc/av1 stream bit for bit, so frames "
+        "are exactly LeRobotDataset's (cameras of other codecs re-encoded to h264; image "
+        "cameras lossless); copy: the same, an error for a camera that cannot be copied; "
+        "h264 or hevc: re-encode at --crf (a second lossy generation; the summary prints its "
+        "PSNR); lossless: exact pixels of a re-encode (x264 RGB, qp 0; larger, CPU decode "
+        "only). --crf, --min-psnr, --resize or --max-size alone choose h264",
     )
     parser.add_argument(
         "--resize",
@@ -51,7 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="instead of --resize: shrink cameras whose longer side exceeds N pixels to N, "
         "keeping the aspect ratio",
     )
-    parser.add_argument("--gop", type=int, default=None, help="frames per GOP (default 4)")
+    parser.add_argument(
+        "--gop",
+        type=int,
+        default=None,
+        help="frames per GOP of a re-encode (default 4; alone, it chooses h264)",
+    )
     parser.add_argument(
         "--crf",
         type=int,
@@ -119,7 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from jaxload.converters.convert import DEFAULT_GOP, convert
+    from jaxload.converters.convert import convert
     from jaxload.converters.writer import DEFAULT_SHARD_BYTES
     from jaxload.storage.retry import RetryPolicy
 
@@ -135,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         args.src,
         args.out,
         video_codec=args.video_codec,
-        gop=DEFAULT_GOP if args.gop is None else args.gop,  # --gop 0 is refused, not the default
+        gop=args.gop,
         crf=args.crf,
         tune={"none": "", None: None}.get(args.tune, args.tune),
         min_psnr=args.min_psnr,

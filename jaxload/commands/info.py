@@ -145,11 +145,20 @@ def _source(source: dict[str, Any]) -> str:
 
 
 def _camera(cam: Any, psnr: dict[str, float] | None) -> str:
+    """A camera's line: its codec and size, and whether its frames are exact (the source's
+    stream copied, or a lossless re-encode) or re-encoded at what fidelity."""
+    if cam.gop is None and cam.codec == cam.source_codec:  # copied (docs/CONVERT.md)
+        return (
+            f"video {cam.codec} {cam.height}x{cam.width}, GOPs of the source; exact: the "
+            "source stream copied, frames bit-identical to its decode"
+        )
     gop = f"gop {cam.gop}" if cam.gop is not None else "variable gop"
     crf = f", crf {cam.crf}" if cam.crf is not None else ""
     text = f"video {cam.codec} {cam.height}x{cam.width}, {gop}{crf} (from {cam.source_codec})"
     if psnr and psnr.get("min") is not None:
-        text += f"; PSNR vs source min {psnr['min']:.2f} dB, mean {psnr['mean']:.2f} dB"
+        text += f"; re-encoded: PSNR vs source min {psnr['min']:.2f} dB, mean {psnr['mean']:.2f} dB"
+    elif psnr is not None:
+        text += "; exact: a lossless re-encode, every frame identical to the source"
     return text
 
 

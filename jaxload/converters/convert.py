@@ -95,8 +95,8 @@ def convert(
     src: str | os.PathLike,
     out: str | os.PathLike,
     *,
-    video_codec: str = "h264",
-    gop: int = DEFAULT_GOP,
+    video_codec: str | None = None,
+    gop: int | None = None,
     crf: int | None = None,
     tune: str | None = None,
     min_psnr: float | None = None,
@@ -122,8 +122,13 @@ def convert(
     """Converts the LeRobot dataset at `src` (v3.0 or v2.1; a directory, an fsspec URL
     or a hub id) into a jaxload dataset at `out`.
 
-    `video_codec`: "h264", "hevc", "lossless" (exact pixels: x264 RGB at qp 0) or "copy"
-    (keep an h264/hevc source stream; `image` cameras are then stored lossless).
+    `video_codec`: None (the default, "auto": every video camera whose codec the readers
+    decode, H.264, HEVC or AV1, keeps the source's bitstream, so its frames are exactly
+    LeRobotDataset's; other video cameras are re-encoded to h264; `image` cameras are
+    stored lossless), "copy" (the same, but a camera that cannot be copied is an error),
+    or a re-encode: "h264", "hevc", "lossless" (exact pixels: x264 RGB at qp 0). A re-encode
+    option (`gop`, `crf`, `tune`, `min_psnr`, `resize`, `max_size`) without `video_codec`
+    means "h264". `gop`: frames per GOP of a re-encode (default DEFAULT_GOP).
     `crf`: x264/x265 crf (default DEFAULT_CRF for video cameras; `image` cameras default
     to a DEFAULT_IMAGE_MIN_PSNR dB target). `min_psnr`: instead of `crf`, the fidelity
     (dB) every stored frame must reach: the largest crf meeting it on a sample of each
@@ -467,7 +472,7 @@ def _dataset_info(
             "gop": options.gop,
             # The crf given or defaulted; a target (min_psnr) picks per-camera crfs instead.
             "crf": None
-            if options.codec in ("lossless", "copy") or options.min_psnr
+            if options.codec in ("lossless", "copy", "auto") or options.min_psnr
             else options.crf,
             "tune": options.tune or None,
             "min_psnr": options.min_psnr,
@@ -491,7 +496,9 @@ def _dataset_info(
 def _camera(source: LeRobotSource, options: video.EncodeOptions, cam: str) -> Camera:
     """A camera's meta/info.json entry: how its records are encoded."""
     height, width = options.stored_size(*source.camera_size(cam))
-    options = options.for_camera(cam, image=cam in source.image_keys)
+    options = options.for_camera(
+        cam, image=cam in source.image_keys, source_codec=source.source_codec(cam)
+    )
     copied = options.codec == "copy"
     codec = source.source_codec(cam) if copied else options.stored_codec
     return Camera(

@@ -115,15 +115,11 @@ def _camera_stream(
     name = source.files.describe(span.rel)
     if path.stat().st_size == 0:
         raise SourceError(f"{name}: empty file (video of episode {episode})")
+    options = options.for_camera(cam, source_codec=source.source_codec(cam))
     try:
         if options.codec == "copy":
             return video.copy_stream(
-                path,
-                span.from_timestamp,
-                span.to_timestamp,
-                len(timestamps),
-                source.fps,
-                episode=episode,
+                path, span.from_timestamp, span.to_timestamp, timestamps, episode=episode
             )
 
         def frames():
@@ -131,7 +127,6 @@ def _camera_stream(
                 path, span.from_timestamp, timestamps, episode=episode
             )
 
-        options = options.for_camera(cam)
         return _encode(frames, options, source.fps, f"{name}: episode {episode}")
     except SourceError as e:
         if str(path) == name:

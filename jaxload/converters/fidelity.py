@@ -33,7 +33,9 @@ def choose_crfs(
     sample = _sample_episodes(episodes)
     chosen = []
     for cam in source.camera_keys:
-        camera_options = options.for_camera(cam, image=cam in source.image_keys)
+        camera_options = options.for_camera(
+            cam, image=cam in source.image_keys, source_codec=source.source_codec(cam)
+        )
         if camera_options.min_psnr is None or camera_options.codec not in ("h264", "hevc"):
             continue  # a fixed crf, lossless or copied
         frames = [f for ep in sample for f in _source_frames(source, ep, cam)]

@@ -23,16 +23,20 @@ MAX_SIDE, MAX_PIXELS = 8192, 139_264 * 256
 
 
 def encode_options(
-    codec: str,
-    gop: int,
-    crf: int,
+    codec: str | None,
+    gop: int | None,
+    crf: int | None,
     tune: str | None,
     min_psnr: float | None,
     resize: str | tuple[int, int] | None = None,
     max_size: int | None = None,
 ) -> video.EncodeOptions:
-    if codec not in (*video.CODECS, "copy"):
-        raise JaxloadError(f"--video-codec {codec!r}: choose h264, hevc, lossless or copy")
+    if codec is None:  # the default: exact frames, unless a re-encode option was given
+        asked = (gop, crf, tune, min_psnr, resize, max_size)
+        codec = "auto" if all(x is None for x in asked) else "h264"
+    gop = DEFAULT_GOP if gop is None else gop
+    if codec not in (*video.CODECS, "copy", "auto"):
+        raise JaxloadError(f"--video-codec {codec!r}: choose auto, copy, h264, hevc or lossless")
     size = parse_resize(resize, max_size, codec)
     if crf is not None and min_psnr is not None:
         raise JaxloadError("--crf and --min-psnr: give one (a crf, or a fidelity target)")
@@ -50,10 +54,10 @@ def encode_options(
     if not 0 <= crf <= 51:
         raise JaxloadError(f"--crf {crf}: must be within 0..51")
     if tune is None:
-        tune = DEFAULT_TUNE if codec in ("h264", "lossless") else ""
+        tune = DEFAULT_TUNE if codec in ("h264", "lossless", "auto") else ""
     if tune not in ("", "fastdecode"):
         raise JaxloadError(f"--tune {tune!r}: choose fastdecode or none")
-    if tune and codec not in ("h264", "lossless"):
+    if tune and codec not in ("h264", "lossless", "auto"):
         # x265's fastdecode packets, cut into GOP records, fail to decode (FFmpeg's hevc
         # decoder: "Invalid data found when processing input"); not investigated further.
         raise JaxloadError(f"--tune {tune} is for --video-codec h264 or lossless only")
@@ -77,11 +81,11 @@ def parse_resize(
     """--resize "HxW" as (height, width), checked with --max-size and --video-codec."""
     if resize is not None and max_size is not None:
         raise JaxloadError("--resize and --max-size: give one (an exact size, or a bound)")
-    if (resize is not None or max_size is not None) and codec == "copy":
+    if (resize is not None or max_size is not None) and codec in ("copy", "auto"):
         flag = "--resize" if resize is not None else "--max-size"
         raise JaxloadError(
-            f"{flag} with --video-codec copy: resizing re-encodes every camera; use h264 (the "
-            "default), hevc or lossless"
+            f"{flag} with --video-codec {codec}: resizing re-encodes every camera; use h264 "
+            "(what a resize alone chooses), hevc or lossless"
         )
     if max_size is not None and (
         not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 2

@@ -21,8 +21,9 @@ from pathlib import Path
 import av
 import numpy as np
 
-from jaxload.converters.fragments import fragment_gop
+from jaxload.converters.fragments import fragment_copied, fragment_gop
 from jaxload.decode.frames import decode_gops
+from jaxload.decode.torchcodec_import import video_decoder_class
 from jaxload.errors import DatasetError, SourceError
 from jaxload.format.mp4 import gop_num_frames
 
@@ -61,7 +62,9 @@ RESIZE_INTERPOLATION = (
 
 @dataclasses.dataclass(frozen=True)
 class EncodeOptions:
-    codec: str = "h264"  # "h264" | "hevc" | "lossless" | "copy"
+    codec: str = (
+        "auto"  # "auto" (copy what the readers decode) | "copy" | "h264" | "hevc" | "lossless"
+    )
     gop: int = 4
     crf: int = 14
     preset: str = "medium"
@@ -98,13 +101,21 @@ class EncodeOptions:
                 del out[name]
         return out
 
-    def for_camera(self, camera: str, *, image: bool = False) -> EncodeOptions:
+    def for_camera(
+        self, camera: str, *, image: bool = False, source_codec: str | None = None
+    ) -> EncodeOptions:
         """The options one camera is encoded with: its chosen crf and target, full chroma
-        for an image camera, lossless for one under --video-codec copy (there is no video
-        stream to copy)."""
+        for an image camera, lossless for one under "copy" or "auto" (there is no video
+        stream to copy); under "auto" (the default) a video camera is copied when the
+        readers decode its `source_codec` (COPY_CODECS), re-encoded to h264 otherwise."""
         options = self
-        if image and self.codec == "copy":
+        if image and self.codec in ("copy", "auto"):
             options = dataclasses.replace(options, codec="lossless", tune="fastdecode")
+        elif self.codec == "auto":
+            copied = source_codec in COPY_CODECS
+            options = dataclasses.replace(
+                options, codec="copy" if copied else "h264", tune="" if copied else self.tune
+            )
         if image and options.codec in ("h264", "hevc"):
             options = dataclasses.replace(
                 options, pix_fmt=IMAGE_PIX_FMT, min_psnr=self.target(image=True)
@@ -249,54 +260,157 @@ def resized(frame: av.VideoFrame, size: tuple[int, int]) -> av.VideoFrame:
 
 
 def copy_stream(
-    path, from_timestamp: float, to_timestamp: float, num_frames: int, fps: int, *, episode: int
+    path,
+    from_timestamp: float,
+    to_timestamp: float,
+    timestamps: Sequence[float],
+    *,
+    episode: int,
 ) -> EncodedStream:
-    """Keeps the source bitstream: cuts the episode's packets at keyframes into segments.
+    """Keeps the source bitstream: the episode's packets, cut into one GOP record at each
+    keyframe that starts a closed GOP (module `copy_cuts`), muxed without re-encoding.
 
-    Only possible when the episode starts on a keyframe and its GOPs are closed; both are
-    verified by decoding every segment and comparing it with a decode of the source.
+    H.264, HEVC (B-frames too) and AV1 (its temporal units: hidden frames travel with the
+    shown frame they belong to). Frame t of the episode is the t-th frame in presentation
+    order of its records. Verified: every record is decoded on its own, as the reader
+    decodes it, and must give exactly the frames torchcodec decodes from the source at the
+    episode's timestamps (what LeRobotDataset returns); otherwise a SourceError.
     """
+    num_frames = len(timestamps)
     container = _open(path, episode)
     with container:
         stream = container.streams.video[0]
         codec = stream.codec_context.codec.canonical_name
-        if codec not in CODECS:
+        if codec not in COPY_CODECS:
             raise SourceError(
                 f"{path}: --video-codec copy keeps the source codec, but {codec!r} is not "
-                f"h264 or hevc; use --video-codec h264"
+                f"one the readers decode ({', '.join(COPY_CODECS)}); use --video-codec h264"
             )
+        width, height = stream.codec_context.width, stream.codec_context.height
+        extradata = stream.codec_context.extradata if codec == "av1" else None
         container.seek(_to_pts(from_timestamp, stream), stream=stream, backward=True)
-        lo, hi = from_timestamp - TOLERANCE_S, to_timestamp - TOLERANCE_S
-        packets = [
-            p
-            for p in container.demux(stream)
-            if p.pts is not None and lo <= float(p.pts * stream.time_base) < hi
-        ]
-        if not packets or not packets[0].is_keyframe:
-            raise SourceError(
-                f"{path}: episode {episode} does not start on a keyframe, so its stream "
-                "cannot be copied; use --video-codec h264"
-            )
-        _check_no_reordering(packets, path, episode)
-        gops = _split_gops(_to_annexb(packets, stream))
-        if sum(len(g) for g in gops) != num_frames:  # before any muxing
-            raise SourceError(
-                f"{path}: episode {episode}: found {sum(len(g) for g in gops)} packets for "
-                f"{num_frames} frames; cannot copy this stream, use --video-codec h264"
-            )
-        size = (codec, stream.codec_context.width, stream.codec_context.height)
-        encoded = EncodedStream(codec)
-        for gop in gops:
-            encoded.add_gop([bytes(p) for p in gop], *size[1:])
-    timestamps = np.arange(num_frames) / fps
-    source = decode_source_frames(path, from_timestamp, timestamps, episode=episode)
-    where = f"{path}: episode {episode}"
-    psnrs = []
-    for segment in encoded.segments:  # one GOP at a time: memory stays bounded
-        refs = [next(source).to_ndarray(format="rgb24") for _ in range(gop_num_frames(segment))]
-        psnrs.extend(_gops_psnr(encoded.init, [segment], refs, size, where))
-    encoded.psnr = np.asarray(psnrs)
+        packets = _episode_packets(container, stream, from_timestamp, to_timestamp)
+        data, shown, cuts = copy_cuts(packets, num_frames, f"{path}: episode {episode}")
+        if codec != "av1":  # the stream's filter context needs the container open
+            data = _to_annexb_bytes(data, stream)
+    init, fragments = fragment_copied(data, shown, cuts, codec, width, height, extradata)
+    encoded = EncodedStream(codec, init=init)
+    for cut, fragment in zip(cuts, fragments):
+        encoded.segment_starts.append(shown[cut])  # a cut is the first frame its GOP shows
+        encoded.segments.append(fragment)
+    _verify_copy(path, encoded, from_timestamp, timestamps, (codec, width, height), episode)
+    encoded.psnr = np.full(num_frames, np.inf)
     return encoded
+
+
+# The codecs the readers decode, whose streams are copied (H.264, HEVC, AV1).
+COPY_CODECS = ("h264", "hevc", "av1")
+# Packets read past an episode's end: more than any decoder reorders (H.264's DPB holds 16).
+_REORDER_MARGIN = 32
+
+
+def _episode_packets(container, stream, from_timestamp: float, to_timestamp: float):
+    """(pts in seconds, keyframe, bytes) of the packets from the seek point on, in decode
+    order, up to _REORDER_MARGIN packets past the first keyframe at or after the end."""
+    out, past = [], None
+    end = to_timestamp - TOLERANCE_S
+    for packet in container.demux(stream):
+        if packet.pts is None:
+            continue
+        t = float(packet.pts * stream.time_base)
+        out.append((t, packet.is_keyframe, bytes(packet)))
+        if past is None and packet.is_keyframe and t >= end:
+            past = len(out)
+        if past is not None and len(out) >= past + _REORDER_MARGIN:
+            break
+    lo = from_timestamp - TOLERANCE_S
+    return [(t, key, data, lo <= t < end) for t, key, data in out]
+
+
+def copy_cuts(
+    packets: Sequence[tuple[float, bool, bytes, bool]], num_frames: int, where: str
+) -> tuple[list[bytes], list[int], list[int]]:
+    """(packet bytes, frame each is shown as, record cuts) of an episode's packets.
+
+    `packets`: (pts, keyframe, bytes, in the episode) in decode order. The episode's packets
+    must be one run in decode order holding exactly its frames, starting on a keyframe
+    that no later packet precedes in presentation (a closed GOP). Records are cut at each
+    such keyframe: a keyframe followed by frames shown before it (leading frames of an
+    open GOP, which reference the GOP before) is no cut, so its GOP joins the previous
+    record. An episode that starts inside a GOP, or whose frames are not one run, cannot
+    be copied (SourceError).
+    """
+    inside = [i for i, p in enumerate(packets) if p[3]]
+    if len(inside) < num_frames:
+        raise SourceError(
+            f"{where}: video too short: found {len(inside)} packets for {num_frames} frames "
+            "in the episode's time span"
+        )
+    if len(inside) > num_frames:
+        raise SourceError(
+            f"{where}: found {len(inside)} packets for {num_frames} frames in the episode's "
+            "time span; cannot copy this stream, use --video-codec h264"
+        )
+    a, b = inside[0], inside[-1] + 1
+    if b - a != num_frames:
+        raise SourceError(
+            f"{where}: its packets are interleaved with other frames in decode order; cannot "
+            "copy this stream, use --video-codec h264"
+        )
+    pts = [p[0] for p in packets]
+    order = sorted(range(a, b), key=pts.__getitem__)
+    shown = [0] * num_frames
+    for rank, i in enumerate(order):
+        shown[i - a] = rank
+    before = max(pts[:a], default=-np.inf)
+    if not packets[a][1] or order[0] != a or before >= pts[a]:
+        raise SourceError(
+            f"{where} does not start on a keyframe of a closed GOP (it starts inside a GOP of "
+            "the source file), so its stream cannot be copied; use --video-codec h264"
+        )
+    # A cut at packet k: every frame decoded before it is shown before it, every later one after.
+    later = list(itertools.accumulate(reversed(shown), min))[::-1]
+    cuts, seen = [0], -1
+    for k in range(num_frames):
+        if k and packets[a + k][1] and seen < shown[k] == later[k]:
+            cuts.append(k)
+        seen = max(seen, shown[k])
+    return [p[2] for p in packets[a:b]], shown, cuts
+
+
+def _to_annexb_bytes(data: list[bytes], stream) -> list[bytes]:
+    packets = []
+    for i, chunk in enumerate(data):
+        packet = av.Packet(chunk)
+        packet.pts = packet.dts = i
+        packet.stream = stream
+        packets.append(packet)
+    return [bytes(p) for p in _to_annexb(packets, stream)]
+
+
+def _verify_copy(path, encoded: EncodedStream, from_timestamp, timestamps, size, episode) -> None:
+    """Each GOP record decoded alone after the init segment (as the reader does) must give
+    exactly the frames LeRobotDataset decodes from the source at the episode's timestamps:
+    torchcodec, approximate seek mode, frame round(t * average_fps) (lerobot's
+    decode_video_frames_torchcodec)."""
+    where = f"{path}: episode {episode}"
+    decoder = video_decoder_class()(str(path), seek_mode="approximate", dimension_order="NHWC")
+    times = from_timestamp + np.asarray(timestamps, np.float64)
+    indices = [round(t * decoder.metadata.average_fps) for t in times]
+    bounds = [*encoded.segment_starts, len(timestamps)]
+    for g, segment in enumerate(encoded.segments):
+        first, stop = bounds[g], bounds[g + 1]
+        try:
+            got = decode_gops(encoded.init, [segment], [range(stop - first)], *size)[0]
+        except (RuntimeError, DatasetError) as e:
+            raise SourceError(f"{where}: copied GOP {g} does not decode ({e})") from e
+        want = decoder.get_frames_at(indices=indices[first:stop]).data.numpy()
+        if got.shape != want.shape or not np.array_equal(got, want):
+            bad = next(i for i in range(len(want)) if not np.array_equal(got[i], want[i]))
+            raise SourceError(
+                f"{where}: frame {first + bad} of the copied stream differs from the source's "
+                "decode (the source's GOPs do not decode on their own); use --video-codec h264"
+            )
 
 
 def _open(path, episode: int) -> av.container.InputContainer:
@@ -369,15 +483,6 @@ def _make_encoder(options: EncodeOptions, fps: int, width: int, height: int, whe
     return encoder
 
 
-def _split_gops(packets: list[av.Packet]) -> list[list[av.Packet]]:
-    gops: list[list[av.Packet]] = []
-    for packet in packets:
-        if packet.is_keyframe or not gops:
-            gops.append([])
-        gops[-1].append(packet)
-    return gops
-
-
 def _to_annexb(packets: list[av.Packet], stream) -> list[av.Packet]:
     """mp4 stores length-prefixed NAL units with parameter sets in the header; the records
     keep the parameter sets in-band (the muxer keeps them when it converts back from
@@ -389,16 +494,6 @@ def _to_annexb(packets: list[av.Packet], stream) -> list[av.Packet]:
     out = [q for p in packets for q in bsf.filter(p)]
     out += bsf.filter(None)
     return out
-
-
-def _check_no_reordering(packets: list[av.Packet], path, episode: int) -> None:
-    """Records address frame k as packet k: decode order must be presentation order."""
-    pts = [p.pts for p in packets]
-    if any(b <= a for a, b in itertools.pairwise(pts)):
-        raise SourceError(
-            f"{path}: episode {episode} has B-frames (packets out of presentation order), so "
-            "its stream cannot be copied; use --video-codec h264"
-        )
 
 
 def _gops_psnr(

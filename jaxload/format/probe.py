@@ -20,7 +20,7 @@ from jaxload.format import layout
 from jaxload.format.mp4 import sample_entry
 
 # The sample entries each stored codec family is written with (FFmpeg's mp4 muxer).
-SAMPLE_ENTRIES = {"h264": ("avc1", "avc3"), "hevc": ("hvc1", "hev1")}
+SAMPLE_ENTRIES = {"h264": ("avc1", "avc3"), "hevc": ("hvc1", "hev1"), "av1": ("av01",)}
 
 
 def check_first_records(files: Any) -> None:

@@ -31,12 +31,41 @@ DECODE_DEVICES = ("cpu", "cuda", "device", "hybrid")
 # image cameras and lossless streams (docs/FORMAT.md, "Camera codecs"). With GPU decoding
 # their cameras stay with the workers (CPU) while the other cameras go to the GPUs.
 CPU_ONLY_CODECS = frozenset({"h264-yuv444p", "hevc-yuv444p", "h264rgb"})
+# NVDEC's smallest frame (width, height) per codec (NVIDIA Video Codec SDK, NVDEC
+# application note, decoder capabilities): smaller cameras decode on the CPU.
+NVDEC_MIN_SIZE = {"h264": (48, 16), "hevc": (144, 144), "av1": (128, 128), "vp9": (128, 128)}
+
+
+def below_nvdec_minimum(cam: Any) -> tuple[int, int] | None:
+    """NVDEC's minimum (width, height) for a camera's codec when the camera is smaller."""
+    width, height = NVDEC_MIN_SIZE.get(cam.codec, (0, 0))
+    return (width, height) if cam.width < width or cam.height < height else None
+
+
+def nvdec_may_decode(cam: Any) -> bool:
+    """Whether a camera's stream is one NVDEC could decode at all (codec and size)."""
+    return cam.codec not in CPU_ONLY_CODECS and below_nvdec_minimum(cam) is None
+
+
+def _too_small(datasets: Sequence[Any]) -> list[str]:
+    """'<dataset>: <camera> (<codec> WxH, NVDEC's minimum WxH)' of cameras below it."""
+    out = []
+    for d in datasets:
+        for key, cam in sorted(d.video_cameras.items()):
+            minimum = cam.codec not in CPU_ONLY_CODECS and below_nvdec_minimum(cam)
+            if minimum:
+                out.append(
+                    f"{d.name}: {key} ({cam.codec} {cam.width}x{cam.height}, NVDEC's minimum "
+                    f"{minimum[0]}x{minimum[1]})"
+                )
+    return out
 
 
 def gpu_codecs(datasets: Sequence[Any]) -> set[str]:
     """The camera codecs of `datasets` that GPU decoding would handle."""
-    codecs = {cam.codec for d in datasets for cam in d.video_cameras.values()}
-    return codecs - CPU_ONLY_CODECS
+    return {
+        cam.codec for d in datasets for cam in d.video_cameras.values() if nvdec_may_decode(cam)
+    }
 
 
 def decide_decode_device(
@@ -99,18 +128,22 @@ def choose_decode_device(
             (d, k)
             for d in datasets
             for k, c in sorted(d.video_cameras.items())
-            if c.codec not in CPU_ONLY_CODECS
+            if nvdec_may_decode(c)
         )
         machine = dataclasses.replace(
             machine, torchcodec_cuda=probe_torchcodec_cuda(d.storage, cam)
         )
     reasons: list[str] = []
     device = decide_decode_device(machine, codecs, ("cpu", "cuda", "hybrid"), reasons)
+    small = _too_small(datasets)
+    if small and machine.gpus:
+        reasons.append(f"decode on CPU: {'; '.join(small)} (smaller than NVDEC decodes)")
     return device, tuple(reasons)
 
 
 def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None = None) -> None:
-    """Raises DatasetError when a GPU's NVDEC cannot decode a camera codec of the datasets."""
+    """Raises DatasetError when a GPU's NVDEC cannot decode a camera of the datasets: its
+    codec (AV1 on A100/H100/H200), or its size (below NVDEC_MIN_SIZE: HEVC under 144x144)."""
     machine = machine or probe_machine()
     by_codec: dict[str, list[str]] = {}
     for d in datasets:
@@ -124,6 +157,13 @@ def check_cuda_decodable(datasets: Sequence[Any], *, machine: MachineInfo | None
             f"decode_device='cuda': NVDEC on {', '.join(unsupported)} cannot decode {bad} "
             f"({'; '.join(k for c in bad for k in by_codec[c])}); reconvert with "
             "`jaxload convert SRC OUT --video-codec h264`, or use decode_device='cpu'"
+        )
+    small = _too_small(datasets)
+    if small:
+        raise DatasetError(
+            f"decode_device='cuda': NVDEC cannot decode frames this small: {'; '.join(small)}; "
+            "reconvert with `jaxload convert SRC OUT --video-codec h264` (H.264 decodes on "
+            "NVDEC from 48x16), or use decode_device='cpu'"
         )
 
 
@@ -235,7 +275,7 @@ def cameras_decoded_on_device(
             rename_key(k, m)
             for d, m in zip(datasets, key_maps, strict=True)
             for k, c in d.video_cameras.items()
-            if c.codec in CPU_ONLY_CODECS
+            if not nvdec_may_decode(c)
         }
         per_dataset = [cams - cpu_only for cams in per_dataset]
     cameras = set().union(*per_dataset)

@@ -130,7 +130,7 @@ def test_too_short_video_with_stream_copy(tmp_path):
     )
     shutil.copyfile(_video(short, 1), _video(src, 1))
     out = tmp_path / "out"
-    match = r"file-001\.mp4: episode 2: found 1 packets for 3 frames"
+    match = r"file-001\.mp4: episode 2: video too short: found 1 packets for 3 frames"
     with pytest.raises(SourceError, match=match):
         convert(src, out, video_codec="copy", workers=1, progress=False)
     _no_output(tmp_path)

@@ -71,8 +71,16 @@ def test_image_cameras_of_any_name_read_like_video_cameras(libero_converted):
         assert psnr(sample["image"][1], reference) >= 38.0
 
 
-def test_image_cameras_meet_the_default_fidelity_target(libero_converted):
+def test_image_cameras_are_lossless_by_default(libero_converted):
     info = fmt.read_info(libero_converted)
+    for cam in IMAGE_CAMERAS:
+        assert info.cameras[cam].codec == "h264rgb", cam
+        assert info.converter["fidelity_psnr_db"][cam] == {"min": None, "mean": None}  # exact
+
+
+def test_image_cameras_of_an_h264_re_encode_meet_the_default_fidelity_target(libero_like, tmp_path):
+    out = _convert(libero_like, tmp_path / "h264", video_codec="h264", episodes=[1])
+    info = fmt.read_info(out)
     for cam in IMAGE_CAMERAS:
         assert info.converter["fidelity_psnr_db"][cam]["min"] >= info.converter["image_min_psnr"]
         assert info.cameras[cam].pix_fmt == "yuv444p"  # 4:2:0 caps sharp renders near 33 dB

@@ -5,6 +5,8 @@ written."""
 
 from __future__ import annotations
 
+import re
+
 import cv2
 import numpy as np
 import pytest
@@ -72,6 +74,9 @@ def test_resize_stores_less_and_records_it(tmp_path, capsys):
     assert main(["info", str(out)]) == 0
     shown = capsys.readouterr().out
     assert "h264 24x32" in shown and "resized from 48x64 (--resize 24x32)" in shown
+    assert re.search(
+        r"re-encoded: PSNR vs source min \d+\.\d\d dB, mean \d+\.\d\d dB$", shown, re.M
+    )
 
     bounded = tmp_path / "bounded"
     assert main(["convert", str(src), str(bounded), "--max-size", "40", "--workers", "1",

@@ -257,8 +257,9 @@ def _set_column(path: Path, column: str, row: int, value) -> None:
 def test_a_gop_table_shifted_by_one_frame_fails_at_open(dataset):
     column = fmt.segment_column(CAM, "segment_starts")
     starts = pq.read_table(dataset / fmt.EPISODES_PATH)[column].to_pylist()[3]
-    assert starts == [0, 4, 8, 12, 16]
-    _set_column(dataset, column, 3, [0, 5, 9, 13, 17])  # same count, rising, tiles 20 frames
+    assert starts == list(range(0, 20, 2))  # the source's GOPs (g 2), copied by default
+    shifted = [0, *(s + 1 for s in starts[1:])]  # same count, rising, tiles 20 frames
+    _set_column(dataset, column, 3, shifted)
     with pytest.raises(DatasetError, match=rf"column {column} is not what the records") as error:
         jaxload.open(dataset)
     assert str(dataset / fmt.EPISODES_PATH) in str(error.value)

@@ -114,3 +114,46 @@ def test_decode_grouped_shares_a_decoder_between_same_size_cameras_only():
     for video, frames in zip([a, b, c], together):
         np.testing.assert_array_equal(frames, video.decode())
         assert frames.shape == (*video.gop_index.shape, H, video.width, 3)
+
+
+def _bframe_stream(seed: int, frames: int, gop: int = 8) -> tuple[list[bytes], list[int]]:
+    """Annex-B packets (decode order) of x264 with 3 B-frames and closed GOPs of `gop`
+    frames, and the frame each packet shows (presentation order)."""
+    encoder = av.CodecContext.create("libx264", "w")
+    encoder.width, encoder.height, encoder.pix_fmt = W, H, "yuv420p"
+    encoder.time_base = fractions.Fraction(1, 10)
+    encoder.gop_size, encoder.max_b_frames = gop, 3
+    encoder.options = {"x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=3"}
+    rng = np.random.default_rng(seed)
+    packets = []
+    for i in range(frames):
+        image = rng.integers(0, 255, size=(H, W, 3), dtype=np.uint8)
+        frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p")
+        frame.pts = i
+        packets += encoder.encode(frame)
+    packets += encoder.encode(None)
+    return [bytes(p) for p in packets], [int(p.pts) for p in packets]
+
+
+def test_b_frame_fragments_present_their_frames_in_order_in_any_order():
+    """Copied B-frame GOPs (composition offsets, packets out of presentation order): frame
+    k of a fragment is its k-th frame shown, wherever build_mp4 puts the fragment."""
+    from jaxload.converters.fragments import fragment_copied
+    from jaxload.format.mp4 import presentation_span
+
+    data, shown = _bframe_stream(4, 24)
+    assert shown != sorted(shown)  # really reordered
+    cuts = [k for k in range(len(data)) if k % 8 == 0]
+    init, frags = fragment_copied(data, shown, cuts, "h264", W, H)
+    assert [gop_num_frames(f) for f in frags] == [8, 8, 8]
+    assert presentation_span(frags[1])[1] - presentation_span(frags[1])[0] == 7
+    alone = [decode_gops(init, [f], [range(8)], "h264", W, H)[0] for f in frags]
+    with av.open(io.BytesIO(build_mp4(init, frags)[0])) as container:
+        reference = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    np.testing.assert_array_equal(np.concatenate(alone), np.stack(reference))
+    decoded = decode_gops(
+        init, [frags[2], frags[0], frags[2]], [[7, 0], range(8), [3]], "h264", W, H
+    )
+    np.testing.assert_array_equal(decoded[0], alone[2][[7, 0]])
+    np.testing.assert_array_equal(decoded[1], alone[0])
+    np.testing.assert_array_equal(decoded[2], alone[2][[3]])

@@ -37,16 +37,32 @@ def dataset(tmp_path_factory):
     return jaxload.open(root / "ds")
 
 
-@pytest.fixture
-def av1_dataset(dataset):
-    """The same dataset described as AV1 (the converter never writes AV1; other tools may)."""
-    cams = {k: dataclasses.replace(c, codec="av1") for k, c in dataset.info.cameras.items()}
-    info = dataclasses.replace(dataset.info, cameras=cams)
+@pytest.fixture(scope="module")
+def av1_dataset(tmp_path_factory):
+    """A real AV1 source (lerobot's default codec), converted with the defaults: its
+    stream is copied, so the dataset's camera is AV1 (at 128x160, NVDEC's AV1 minimum
+    being 128x128)."""
+    root = tmp_path_factory.mktemp("choice_av1")
+    src = write_lerobot_v3(
+        root / "src",
+        episode_lengths=(6, 4),
+        video_codec="av1",
+        cameras={"observation.images.top": (128, 160)},
+    )
+    convert(src, root / "ds", workers=1, progress=False)
+    ds = jaxload.open(root / "ds")
+    assert ds.info.cameras["observation.images.top"].codec == "av1"
+    return ds
+
+
+def _described_as(dataset, codec):
+    """The dataset's description with its cameras' codec replaced (only info is read)."""
+    cams = {k: dataclasses.replace(c, codec=codec) for k, c in dataset.info.cameras.items()}
 
     class Described:  # the EpisodeDataset attributes the decode choice reads
         name = dataset.path
         storage = dataset.storage
-        video_cameras = info.cameras
+        video_cameras = cams
 
     return Described()
 
@@ -76,6 +92,19 @@ def test_explicit_cuda_with_av1_on_an_h100_is_a_clear_error(av1_dataset):
     with pytest.raises(DatasetError, match=r"NVDEC on NVIDIA H100.*\['av1'\].*--video-codec h264"):
         check_cuda_decodable([av1_dataset], machine=_machine(H100))
     check_cuda_decodable([av1_dataset], machine=_machine(L4))
+
+
+def test_hevc_below_nvdecs_minimum_decodes_on_cpu_or_is_refused_under_cuda(dataset):
+    """NVDEC decodes HEVC from 144x144: a 48x64 HEVC camera goes to the CPU under "auto"
+    (with the reason), and "cuda" is refused naming the camera, codec, size and the fix."""
+    small_hevc = _described_as(dataset, "hevc")
+    device, reasons = choose_decode_device([small_hevc], machine=_machine(L4))
+    assert device == "cpu", reasons
+    assert "observation.images.top (hevc 64x48, NVDEC's minimum 144x144)" in " ".join(reasons)
+    match = r"cannot decode frames this small: .*observation\.images\.top \(hevc 64x48.*--video-codec h264"
+    with pytest.raises(DatasetError, match=match):
+        check_cuda_decodable([small_hevc], machine=_machine(L4))
+    check_cuda_decodable([dataset], machine=_machine(L4))  # H.264 at 48x64 is fine
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without a GPU does")

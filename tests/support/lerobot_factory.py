@@ -70,6 +70,16 @@ DEFAULT_CAMERAS: Mapping[str, tuple[int, int]] = {"observation.images.top": (48,
 VIDEO_CODECS = {
     "h264": ("h264", {"g": "2", "crf": "30"}),
     "av1": ("libsvtav1", {"g": "2", "crf": "30", "preset": "12"}),
+    # Longer GOPs with reordering, as other recorders write: H.264 with 3 B-frames (packets
+    # out of presentation order, composition offsets); HEVC with B-frames and x265's
+    # default open GOPs (CRA keyframes whose leading frames reference the GOP before);
+    # AV1 with hidden alt-ref frames shown later (show_existing_frame).
+    "h264-bframes": ("h264", {"g": "8", "bf": "3", "crf": "30"}),
+    "hevc-bframes": (
+        "libx265",
+        {"g": "8", "crf": "30", "x265-params": "bframes=3:log-level=error:pools=none"},
+    ),
+    "av1-hidden": ("libsvtav1", {"g": "16", "crf": "30", "preset": "12"}),
 }
 DEFAULT_FEATURES = {
     "timestamp": {"dtype": "float32", "shape": [1], "names": None},
@@ -736,7 +746,9 @@ def write_lerobot_v3(
             into equal consecutive parts); default alternates two tasks.
         cameras: video key -> ``(height, width)``; default one 48x64 camera; ``{}`` = tabular only.
         video_codec: ``"h264"`` (libx264, crf 30, g 2, B-frames) or ``"av1"`` (SVT-AV1, crf 30,
-            g 2, preset 12), yuv420p, as lerobot encodes.
+            g 2, preset 12), yuv420p, as lerobot encodes; or ``"h264-bframes"``,
+            ``"hevc-bframes"`` (g 8, 3 B-frames; x265's open GOPs), ``"av1-hidden"`` (g 16,
+            hidden alt-ref frames): reordered streams as other recorders write them.
         episodes_per_data_file / episodes_per_meta_file: start a new file every k episodes
             (``None``: one file).
         episodes_per_video_file: the same for mp4s, one value or per camera key (missing key:

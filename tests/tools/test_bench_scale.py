@@ -21,7 +21,8 @@ LENGTHS = np.array([4, 8, 6, 2, 10, 4, 6, 8, 2, 4, 6, 12])
 def template(tmp_path_factory):
     root = tmp_path_factory.mktemp("template")
     src = scale_data.write_template_source(root / "src")
-    convert(src, root / "out", workers=1, progress=False)
+    # Fixed GOPs (a re-encode): scale_data tiles the template's first GOP record.
+    convert(src, root / "out", video_codec="h264", workers=1, progress=False)
     return root / "out"
 
 

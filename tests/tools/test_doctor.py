@@ -150,8 +150,8 @@ def test_a_gop_table_shifted_by_one_frame_is_found(sources, tmp_path, capsys):
     column = fmt.segment_column("observation.images.top", "segment_starts")
     table = pq.read_table(dataset / fmt.EPISODES_PATH)
     starts = table[column].to_pylist()
-    assert starts[1] == [0, 4]  # 6 frames at GOP 4
-    starts[1] = [0, 5]
+    assert starts[1] == [0, 2, 4]  # 6 frames of the source's GOP 2, copied by default
+    starts[1] = [0, 3, 5]
     table = table.set_column(table.column_names.index(column), column, [starts])
     pq.write_table(table, dataset / fmt.EPISODES_PATH)
     status, out = _doctor(dataset, capsys)
