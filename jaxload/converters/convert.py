@@ -69,7 +69,7 @@ from jaxload.converters.plan import (
 )
 from jaxload.converters.progress import ConvertReport, ProgressBar
 from jaxload.converters.publish import finish_output, resolve_out
-from jaxload.converters.sizes import conversion_sizes
+from jaxload.converters.sizes import conversion_sizes, source_file_bytes, tree_bytes
 from jaxload.converters.source_stamps import forget_changed, in_one_version, unit_sources
 from jaxload.converters.sources import open_files, open_source
 from jaxload.converters.storage import check_out, storage_errors
@@ -565,7 +565,7 @@ def _already_published(state: JobState, out: Path, started: float) -> ConvertRep
         seconds=time.perf_counter() - started,
         source_bytes=0,
         earlier=True,
-        output_bytes=_tree_bytes(out),
+        output_bytes=tree_bytes(out),
         psnr={},
     )
 
@@ -576,8 +576,8 @@ def _report(job: _Job, out: Path, started: float, done, stats: _RunStats) -> Con
         episodes=len(job.selected),
         frames=job.frames,
         seconds=time.perf_counter() - started,
-        source_bytes=_source_bytes(job),
-        output_bytes=_tree_bytes(out),
+        source_bytes=source_file_bytes(job.source, job.selected),
+        output_bytes=tree_bytes(out),
         psnr=fidelity(done, job.source.camera_keys),
         source=f"{job.source.root} (LeRobot {job.source.codebase_version})",
         engine=stats.engine,
@@ -593,14 +593,5 @@ def _report(job: _Job, out: Path, started: float, done, stats: _RunStats) -> Con
     )
 
 
-def _source_bytes(job: _Job) -> int:
-    rels = {rel for ep in job.selected for rel in job.source.episode_files(ep)}
-    return sum(job.source.files.size(rel) for rel in rels)
-
-
 def _nonempty(path: Path) -> bool:
     return path.exists() and (not path.is_dir() or any(path.iterdir()))
-
-
-def _tree_bytes(root: Path) -> int:
-    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())

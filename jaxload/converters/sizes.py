@@ -441,3 +441,14 @@ def _size(n: int) -> str:
     if abs(n) >= 2**20:
         return f"{n / 2**20:.2f} MB"
     return f"{n / 2**10:.0f} KB" if abs(n) >= 2**10 else f"{n} B"
+
+
+def source_file_bytes(source: LeRobotSource, episodes: Sequence[int]) -> int:
+    """Bytes of the source files holding `episodes` (each file counted once)."""
+    rels = {rel for ep in episodes for rel in source.episode_files(ep)}
+    return sum(source.files.size(rel) for rel in rels)
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes of every file under `root`."""
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
