@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from jaxload.format.open_shards import check_open_files_limit
 from jaxload.pipeline import workers
 from jaxload.pipeline.arguments import (
     check_arguments,
@@ -289,6 +290,7 @@ def make_loader(
     )
     in_memory = any(s.options.cache_dir is None for s in remote_stores.values())
     options = options.resolve(remote=in_memory)
+    check_open_files_limit(options.read_threads)  # workers inherit the limit
 
     def resolved(options: PipelineOptions) -> LoaderSpec:
         """The spec with the cameras decoded where `options.decode_device` says."""
