@@ -117,6 +117,63 @@ print(json.dumps(out))
 """
 )
 
+# A shuffled read long enough to touch every shard, in a fresh process: make_loader alone
+# (or after jaxload.open), the first batch, then every process's open files, RSS and PSS
+# (/proc/<pid>/smaps_rollup) each `every` batches; the last sample is the plateau.
+MEASURE_PLATEAU = (
+    r"""
+import json, os, resource, sys, time
+sys.path.insert(0, os.getcwd())
+import psutil
+args = json.loads(sys.argv[1])
+me = psutil.Process()
+import jax  # a JAX trainer has it imported
+import jaxload
+"""
+    + CHECK_TREE
+    + r"""
+def pss(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("Pss:"))
+def sample():
+    workers = [p for p in me.children() if "spawn_main" in " ".join(p.cmdline())]
+    return {"trainer": {"files": len(os.listdir(f"/proc/{me.pid}/fd")),
+                        "rss": me.memory_info().rss, "pss": pss(me.pid)},
+            "workers": [{"files": len(os.listdir(f"/proc/{w.pid}/fd")),
+                         "rss": w.memory_info().rss, "pss": pss(w.pid)} for w in workers]}
+out = {"load_before": os.getloadavg()[0]}
+if args["open_first"]:
+    began, cpu = time.perf_counter(), time.process_time()
+    ds = jaxload.open(args["path"])
+    out["open_s"], out["open_cpu_s"] = time.perf_counter() - began, time.process_time() - cpu
+began, cpu = time.perf_counter(), time.process_time()
+loader = jaxload.make_loader(
+    args["path"], global_batch_size=args["batch_size"], seed=0, shuffle=True,
+    delta_timestamps={"action": [k / args["fps"] for k in range(16)]},
+    options=jaxload.PipelineOptions(num_workers=args["workers"]), host_index=0, host_count=1)
+out["make_loader_s"] = time.perf_counter() - began
+out["make_loader_cpu_s"] = time.process_time() - cpu
+began = time.perf_counter()
+batch = next(loader)
+out["first_batch_s"] = time.perf_counter() - began
+shards, samples = set(), []
+per_shard = args["episodes_per_shard"]
+shards.update((batch["episode_index"] // per_shard).tolist())
+began = time.perf_counter()
+for k in range(1, args["batches"] + 1):
+    batch = next(loader)
+    shards.update((batch["episode_index"] // per_shard).tolist())
+    if k % args["every"] == 0:
+        samples.append({"batch": k, "shards_touched": len(shards), **sample()})
+out["samples_per_s"] = args["batches"] * args["batch_size"] / (time.perf_counter() - began)
+out["samples"] = samples
+out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+out["load_after"] = os.getloadavg()[0]
+loader.close()
+print(json.dumps(out))
+"""
+)
+
 # One side's conversion, in a fresh process.
 MEASURE_CONVERT = (
     r"""
@@ -176,6 +233,32 @@ def droid(cache: Path) -> Path:
     out = cache / "droid"
     if not out.exists():
         scale_data.write_droid_shaped(out, template(cache))
+    return out
+
+
+def droid_all(cache: Path) -> Path:
+    """DROID's counts with every shard on disk (1,845 shards, ~22 M records, ~15 GB): GOP
+    records of the template's 36x64 cameras at crf 51 (~840 bytes), so the shards are
+    small; decoding them measures nothing of DROID's 180x320 (`bench_remote`'s is)."""
+    out = cache / "droid-all"
+    if not out.exists():
+        from jaxload.converters.convert import convert
+
+        tiny = cache / "droid-tiny-template"
+        if not tiny.exists():
+            src = cache / "droid-template-src"
+            if not src.exists():
+                scale_data.write_template_source(src)
+            convert(src, tiny, workers=1, progress=False, crf=51)
+        tmp = out.with_name(out.name + ".tmp")
+        if tmp.exists():
+            import shutil
+
+            shutil.rmtree(tmp)
+        began = time.perf_counter()
+        scale_data.write_droid_shaped(tmp, tiny, all_shards=True, workers=2)
+        tmp.rename(out)
+        print(f"wrote {out} in {time.perf_counter() - began:.0f} s", flush=True)
     return out
 
 
@@ -242,6 +325,76 @@ def cmd_open(args) -> dict:
             _remove_worktrees(trees)
     _print_open(results, args.workers)
     return results
+
+
+def cmd_plateau(args) -> dict:
+    """DROID's shape with every shard on disk, read shuffled with 0/2/4 workers until every
+    shard was touched; make_loader alone and after open; the empty dataset's workers."""
+    datasets = {}
+    if "droid" in args.datasets:
+        datasets["droid"] = (droid_all(args.cache), scale_data.EPISODES_PER_SHARD)
+    if "empty" in args.datasets:
+        datasets["empty"] = (template(args.cache), 1)
+    results: dict = {}
+    for r in range(args.repeats):
+        for name, (path, per_shard) in datasets.items():
+            for workers in args.worker_counts:
+                for open_first in (False, True) if name == "droid" and workers == 0 else (False,):
+                    batches = args.batches if name == "droid" else min(args.batches, 60)
+                    config = dict(path=str(path), open_first=open_first, workers=workers,
+                                  fps=scale_data.DROID_FPS, batch_size=32, batches=batches,
+                                  every=max(1, batches // 6), episodes_per_shard=per_shard)  # fmt: skip
+                    got = run_in_tree(MEASURE_PLATEAU, REPO_ROOT, config, timeout=3600)
+                    key = f"{name}, {workers} workers" + (", after open" if open_first else "")
+                    results.setdefault(key, []).append(got)
+                    print(f"round {r + 1} {key}: {_brief_plateau(got)}", flush=True)
+    _print_plateau(results)
+    return results
+
+
+def _brief_plateau(got: dict) -> str:
+    last = got["samples"][-1]
+    workers = ", ".join(
+        f"{w['files']} files {_mb(w['rss'])} RSS {_mb(w['pss'])} PSS" for w in last["workers"]
+    )
+    trainer = last["trainer"]
+    return (
+        f"make_loader {got['make_loader_s']:.2f} s ({got['make_loader_cpu_s']:.2f} s CPU), first "
+        f"batch {got['first_batch_s']:.2f} s, {got['samples_per_s']:,.0f} samples/s, "
+        f"{last['shards_touched']} shards touched; trainer {trainer['files']} files "
+        f"{_mb(trainer['rss'])} RSS {_mb(trainer['pss'])} PSS; workers: {workers or 'none'}"
+    )
+
+
+def _print_plateau(results: dict) -> None:
+    def median(runs, key):
+        return statistics.median(key(r) for r in runs)
+
+    def worst(run, what):  # over the workers of the plateau sample
+        return max((w[what] for w in run["samples"][-1]["workers"]), default=0)
+
+    for key, runs in results.items():
+        empty = results.get(f"empty, {key.split(', ')[1]}")
+        line = (
+            f"{key}: make_loader {median(runs, lambda r: r['make_loader_s']):.2f} s "
+            f"({median(runs, lambda r: r['make_loader_cpu_s']):.2f} s CPU), first batch "
+            f"{median(runs, lambda r: r['first_batch_s']):.2f} s, "
+            f"{median(runs, lambda r: r['samples_per_s']):,.0f} samples/s, shards touched "
+            f"{median(runs, lambda r: r['samples'][-1]['shards_touched']):.0f}; trainer "
+            f"{median(runs, lambda r: r['samples'][-1]['trainer']['files']):.0f} files, "
+            f"RSS {_mb(median(runs, lambda r: r['samples'][-1]['trainer']['rss']))}, "
+            f"PSS {_mb(median(runs, lambda r: r['samples'][-1]['trainer']['pss']))}"
+        )
+        if runs[0]["samples"][-1]["workers"]:
+            pss = median(runs, lambda r: worst(r, "pss"))
+            line += (
+                f"; largest worker {median(runs, lambda r: worst(r, 'files')):.0f} files, "
+                f"RSS {_mb(median(runs, lambda r: worst(r, 'rss')))}, PSS {_mb(pss)}"
+            )
+            if empty and key != f"empty, {key.split(', ')[1]}":
+                line += f" = empty + {_mb(pss - median(empty, lambda r: worst(r, 'pss')))}"
+        loads = [r.get("load_before", 0) for r in runs]
+        print(f"{line} (medians of {len(runs)}; load average {min(loads):.1f}-{max(loads):.1f})")
 
 
 def cmd_convert(args) -> dict:
@@ -353,7 +506,7 @@ def _print_open(results: dict, workers: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("open", "convert"))
+    parser.add_argument("what", choices=("open", "plateau", "convert"))
     parser.add_argument("--base", default=None, help="git revision to measure side by side")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--repeats", type=int, default=3)
@@ -362,6 +515,9 @@ def main(argv: list[str] | None = None) -> int:
         help="convert: processes; open: worker processes of the memory runs (0: none)",
     )  # fmt: skip
     parser.add_argument("--batches", type=int, default=50)
+    parser.add_argument(
+        "--worker-counts", type=int, nargs="+", default=[0, 2, 4], help="plateau: worker counts"
+    )
     parser.add_argument(
         "--datasets", nargs="+", choices=("droid", "100k", "empty"),
         default=["droid", "100k", "empty"], help="open: which datasets",
@@ -375,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     args.cache.mkdir(parents=True, exist_ok=True)
     from jaxload.tools import bench
 
-    results = cmd_open(args) if args.what == "open" else cmd_convert(args)
+    commands = {"open": cmd_open, "plateau": cmd_plateau, "convert": cmd_convert}
+    results = commands[args.what](args)
     doc = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     doc[args.tag or args.what] = {
         "command": "python benchmarks/bench_scale.py " + " ".join(argv or sys.argv[1:]),

@@ -230,13 +230,59 @@ def _write_episodes_meta(root, rows, stats, n) -> None:
     pq.write_table(table, path, row_group_size=META_ROW_GROUP, compression="snappy")
 
 
-# --- a converted dataset of DROID's shape -----------------------------------------------------
+# --- a converted dataset of DROID's shape ---
 
 
-def write_template_source(root: Path) -> Path:
-    """The LeRobot source of the DROID-shaped dataset's template: DROID's cameras (small),
-    state and action, one episode of two GOPs."""
-    cameras = {key: (36, 64) for key in DROID_CAMERAS}
+@dataclasses.dataclass(frozen=True)
+class _ShardPlan:
+    """What a process writing shards of the DROID-shaped dataset needs (pickled to it)."""
+
+    root: str
+    records_key: int
+    dtype: list
+    lengths: np.ndarray
+    starts: np.ndarray
+    task_of: np.ndarray
+    segments: np.ndarray
+    init: dict
+    gop_record: dict
+    cams: list
+
+
+def _write_shards(plan: _ShardPlan, shards: list[int]) -> None:
+    """Writes shards `shards` (EPISODES_PER_SHARD episodes each), sealed as converted."""
+    from jaxload import format as fmt
+    from jaxload.converters.writer import ShardWriter
+
+    dtype = np.dtype(plan.dtype)
+    for shard in shards:
+        writer = ShardWriter(
+            plan.root, shard_bytes=1 << 62, first_shard=shard, record_seed=plan.records_key
+        )
+        first = shard * EPISODES_PER_SHARD
+        for e in range(first, min(first + EPISODES_PER_SHARD, len(plan.lengths))):
+            rows = np.zeros(plan.lengths[e], dtype)
+            t = np.arange(plan.lengths[e])
+            for name in dtype.names:
+                rows[name] = {"timestamp": t / DROID_FPS, "frame_index": t, "episode_index": e,
+                              "index": plan.starts[e] + t, "task_index": plan.task_of[e]}.get(name, 0)  # fmt: skip
+            raw = rows.tobytes()
+            size = fmt.FRAMES_PER_BLOCK * dtype.itemsize
+            blocks = [[raw[i : i + size] for i in range(0, len(raw), size)]]
+            blocks += [
+                [plan.init[c]] + [plan.gop_record[c]] * int(plan.segments[e]) for c in plan.cams
+            ]
+            writer.append_episode(blocks)
+        writer.close()
+
+
+# --- the template -----------------------------------------------------------------------
+
+
+def write_template_source(root: Path, size: tuple[int, int] = (36, 64)) -> Path:
+    """The LeRobot source of the DROID-shaped dataset's template: DROID's cameras (small:
+    `size`), state and action, one episode of two GOPs."""
+    cameras = {key: size for key in DROID_CAMERAS}
     return factory.write_lerobot_v3(
         root, fps=DROID_FPS, episode_lengths=(8,), cameras=cameras, state_dim=8, action_dim=7
     )
@@ -249,11 +295,20 @@ def write_droid_shaped(
     lengths: np.ndarray | None = None,
     tasks: int = DROID_TASKS,
     seed: int = 0,
+    all_shards: bool = False,
+    workers: int = 1,
 ) -> Path:
     """A converted dataset of DROID's counts (or of episodes of `lengths`, `tasks` distinct
-    tasks) from the converted `template` (module docstring); returns `root`."""
+    tasks) from the converted `template` (module docstring); returns `root`.
+
+    Args:
+        all_shards: write every shard (~22 million tiny records at DROID's counts), not
+            only shard 0; the other shards' offset indexes (remote reads only) are not
+            written.
+        workers: processes writing shards.
+    """
     from jaxload import format as fmt
-    from jaxload.converters.writer import ShardWriter, write_offsets
+    from jaxload.converters.writer import write_offsets
     from jaxload.format import sealing
     from jaxload.format.reader import DatasetFiles
 
@@ -342,21 +397,20 @@ def write_droid_shaped(
         stats_xxh3=info.stats_xxh3,  # the template's stats files, copied unchanged
     )
 
-    # Shard 0, for real: the first EPISODES_PER_SHARD episodes, record by record.
-    writer = ShardWriter(root, shard_bytes=1 << 62, record_seed=droid.records_key)
+    # Shards for real, record by record as the converter lays them out, in `workers`
+    # processes: shard 0, or every shard (`all_shards`).
     dtype = info.frame_dtype
-    for e in range(min(EPISODES_PER_SHARD, n)):
-        rows = np.zeros(lengths[e], dtype)
-        t = np.arange(lengths[e])
-        for name in dtype.names:
-            rows[name] = {"timestamp": t / DROID_FPS, "frame_index": t, "episode_index": e,
-                          "index": starts[e] + t, "task_index": task_of[e]}.get(name, 0)  # fmt: skip
-        raw = rows.tobytes()
-        size = fmt.FRAMES_PER_BLOCK * dtype.itemsize
-        record_blocks = [[raw[i : i + size] for i in range(0, len(raw), size)]]
-        record_blocks += [[init[c]] + [gop_record[c]] * int(segments[e]) for c in cams]
-        writer.append_episode(record_blocks)
-    writer.close()
+    count = len(shard_records) if all_shards else 1
+    plan = _ShardPlan(str(root), droid.records_key, dtype.descr, lengths, starts, task_of,
+                      segments, init, gop_record, cams)  # fmt: skip
+    chunks = [range(k, count, max(1, workers)) for k in range(max(1, workers))]
+    if workers > 1 and count > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            pool.starmap(_write_shards, [(plan, list(c)) for c in chunks])
+    else:
+        _write_shards(plan, list(range(count)))
     offsets = write_offsets(root, [int(shard_records[0])])
 
     droid = dataclasses.replace(

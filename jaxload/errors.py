@@ -45,6 +45,11 @@ class DatasetChangedError(DatasetError):
     reading on would mix two versions' data."""
 
 
+class OpenFilesLimitError(JaxloadError):
+    """The process ran out of file descriptors (`ulimit -n`), or its limit is too low for
+    the configured read threads; the message says the limit and what holds the files."""
+
+
 class CorruptRecordError(DatasetError):
     """A record's bytes do not match the checksum written at conversion."""
 

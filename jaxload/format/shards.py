@@ -11,9 +11,10 @@ byte ranges (`jaxload.storage.object_store`). `read_requests` works over either.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
-import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.errors import CorruptRecordError, DatasetChangedError, DatasetError
-from jaxload.format import layout
+from jaxload.format import layout, open_shards
 from jaxload.format.layout import DatasetInfo
 
 log = logging.getLogger("jaxload.format.reader")
@@ -29,20 +30,34 @@ log = logging.getLogger("jaxload.format.reader")
 
 def open_shard(path: str | os.PathLike) -> Any:
     """An ArrayRecordReader over one shard (or a converter part file), with jaxload's
-    explicit reader options; a DatasetError naming the file when it is missing or corrupt."""
+    explicit reader options; a DatasetError naming the file when it is missing or corrupt,
+    an OpenFilesLimitError when the process has no descriptor left."""
     from array_record.python.array_record_module import ArrayRecordReader
 
     if not os.path.isfile(path):
         raise DatasetError(f"{path}: shard file missing")
     try:
-        return ArrayRecordReader(str(path), layout.READER_OPTIONS)
+        reader = ArrayRecordReader(str(path), layout.READER_OPTIONS)
     except Exception as e:  # array_record raises RuntimeError/ValueError on corruption
         raise DatasetError(f"{path}: corrupt shard ({e})") from e
+    if not reader.ok():
+        # A failed open() leaves a reader that is not ok and holds 0 records, no error
+        # (array_record 0.8.6): ask the OS why, so that EMFILE is not called a bad file.
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+        except OSError as e:
+            if open_shards.is_out_of_descriptors(e):
+                raise open_shards.out_of_descriptors(str(path), e) from e
+            raise DatasetError(f"{path}: cannot open shard ({e})") from e
+        raise DatasetError(f"{path}: corrupt shard (ArrayRecord cannot read it)")
+    return reader
 
 
 class ShardReaders:
-    """Readers of a dataset's shards, one set per thread (ArrayRecord readers are not
-    shared across threads), reopened after pickling (each process opens its own).
+    """Readers of a dataset's shards, from the process's bounded pool
+    (`jaxload.format.open_shards`: each read checks one out, so no two threads use a
+    reader at once, and at most `capacity` are open whatever the shard count), reopened
+    after pickling (each process opens its own).
 
     They serve exactly the dataset version that was opened (`info`): a shard is checked
     when a thread first opens it (its record count, and that meta/info.json still holds
@@ -61,32 +76,34 @@ class ShardReaders:
         self.root = str(root)
         self.info = info
         self.describe = describe
-        self._local = threading.local()
+        self._token = next(_tokens)
+        self._verified: tuple[int, ...] | None = None  # meta/info.json's stat, checked
+        # Its readers leave the pool with it (a dataset dropped, a pipeline rebuilt).
+        weakref.finalize(self, open_shards.READERS.drop, _owned_by(self._token))
         if not info.checked:
             _warn_unchecked(self.root, info.format_version)
 
     def path(self, shard: int) -> str:
         return os.path.join(self.root, layout.shard_path(shard))
 
-    def get(self, shard: int) -> Any:
-        readers = self._local.__dict__.setdefault("readers", {})
-        if shard not in readers:
-            self._check_version()
-            reader = open_shard(self.path(shard))
-            try:  # checked before it is kept: a reader kept unchecked served a swapped shard
-                self._check_record_count(shard, reader)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    reader.close()
-                raise
-            readers[shard] = reader
-        return readers[shard]
+    def _open(self, shard: int) -> Any:
+        self._check_version(changed_only=True)
+        reader = open_shard(self.path(shard))
+        try:  # checked before it is kept: a reader kept unchecked served a swapped shard
+            self._check_record_count(shard, reader)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                reader.close()
+            raise
+        return reader
 
     def read(self, shard: int, records: Sequence[int], context: Any = None) -> list[bytes]:
         """Records of one shard (their payloads, verified), in one batched call."""
         records = [int(r) for r in records]
+        key = (self._token, shard)
+        pool = open_shards.READERS
+        reader = pool.checkout(key, lambda: self._open(shard))
         try:
-            reader = self.get(shard)
             if len(records) > 1 and records == list(range(records[0], records[0] + len(records))):
                 # Consecutive: ArrayRecord's range read, whose cost does not grow with the
                 # shard's record count as a read of a list of indices does (0.4 ms per call
@@ -94,11 +111,11 @@ class ShardReaders:
                 stored = reader.read(records[0], records[-1] + 1)
             else:
                 stored = reader.read(records)
-        except DatasetError:
-            raise
         except Exception as e:  # array_record: RuntimeError on a bad chunk or an index past the end
             self._check_version()
             raise DatasetError(f"{self.path(shard)}: cannot read records ({e})") from e
+        finally:
+            pool.checkin(key, reader)
         if not self.info.checked:
             return stored
         seed = self.info.records_key
@@ -113,12 +130,22 @@ class ShardReaders:
             )
         return payloads
 
-    def _check_version(self) -> None:
-        """Raises DatasetChangedError when meta/info.json is no longer the opened one."""
+    def _check_version(self, changed_only: bool = False) -> None:
+        """Raises DatasetChangedError when meta/info.json is no longer the opened one.
+        `changed_only`: not when its stat (inode, size, mtime) is the one last checked
+        (a shard opened again after the pool closed it: parsing DROID's info.json each
+        time would cost ~1 ms; metadata is replaced atomically, so a new version is a new
+        inode)."""
         path = Path(self.root) / layout.INFO_PATH
         try:
+            stat = path.stat()
+            seen = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            if changed_only and seen == self._verified:
+                return
             now = layout.parse_info(path.read_bytes(), str(path), self.root).fingerprint
         except (OSError, DatasetError) as e:
+            if open_shards.is_out_of_descriptors(e):  # not a sign of another version
+                raise open_shards.out_of_descriptors(str(path), e) from e
             raise DatasetChangedError(
                 f"{self.root}: the dataset changed on disk after it was opened ({e})"
             ) from e
@@ -128,6 +155,7 @@ class ShardReaders:
                 f"(fingerprint {now[:12]}..., opened {self.info.fingerprint[:12]}...); "
                 "reopen it (and start a new run: a checkpoint of this one cannot resume there)"
             )
+        self._verified = seen
 
     def _check_record_count(self, shard: int, reader: Any) -> None:
         if not self.info.shard_records:
@@ -140,18 +168,23 @@ class ShardReaders:
             )
 
     def close(self) -> None:
-        """Closes this thread's readers. A reader of a corrupt file can raise on close;
-        that must not replace the DatasetError that named the file."""
-        for reader in self._local.__dict__.pop("readers", {}).values():
-            with contextlib.suppress(Exception):  # the read raised (or will) with the path
-                reader.close()
+        """Closes this dataset's idle readers (those other threads are reading with stay
+        open until they come back). A reader of a corrupt file can raise on close; that
+        must not replace the DatasetError that named the file."""
+        open_shards.READERS.drop(_owned_by(self._token))
 
     def __getstate__(self) -> dict[str, Any]:
         return {"root": self.root, "info": self.info, "describe": self.describe}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._local = threading.local()
+        self.__init__(state["root"], state["info"], state["describe"])
+
+
+_tokens = itertools.count()
+
+
+def _owned_by(token: int) -> Callable[[Any], bool]:
+    return lambda key: key[0] == token
 
 
 _warned: set[str] = set()

@@ -27,6 +27,7 @@ from jaxload.batch.hosts import this_host_rows
 from jaxload.batch.keys import key_selection
 from jaxload.batch.schema import BatchSchema
 from jaxload.episode_dataset import EpisodeDataset, OpenedDatasets, dataset_view
+from jaxload.format.open_shards import check_open_files_limit
 from jaxload.options import PipelineOptions
 from jaxload.placement.decide import Placement, decide_placement
 from jaxload.resolution.arguments import (
@@ -212,7 +213,9 @@ def resolve_options(
     if options.autotune:
         options = _autotuned(options, read)
     in_memory = any(s.options.cache_dir is None for s in datasets.stores.values())
-    return options.resolve(remote=in_memory)
+    options = options.resolve(remote=in_memory)
+    check_open_files_limit(options.read_threads)  # workers inherit the limit
+    return options
 
 
 def build_spec(

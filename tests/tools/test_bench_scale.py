@@ -82,3 +82,24 @@ def test_the_open_measurement_runs(template, tmp_path):
     got = run_in_tree(bench_scale.MEASURE_OPEN, bench_scale.REPO_ROOT, config, timeout=600)
     assert got["open_s"] > 0 and got["first_batch_s"] > 0 and got["worker_rss"] == []
     assert 0 < got["pickle_bytes"] < 1e6 and got["rss"] <= got["peak_rss"]
+
+
+@pytest.mark.processes
+def test_every_shard_written_and_the_plateau_measurement_runs(template, tmp_path):
+    lengths = np.r_[np.full(100, 4), 6]  # 101 episodes: shards 0, 1 and 2, all written
+    root = scale_data.write_droid_shaped(
+        tmp_path / "droid", template, lengths=lengths, tasks=5, all_shards=True, workers=2
+    )
+    assert len(list((root / "data").glob("*.array_record"))) == 3
+    ds = jaxload.open(root)
+    item = ds[len(ds) - 1]
+    assert (item["episode_index"], item["frame_index"]) == (100, 5)
+    config = dict(path=str(root), open_first=False, workers=2, fps=scale_data.DROID_FPS,
+                  batch_size=8, batches=6, every=3, episodes_per_shard=scale_data.EPISODES_PER_SHARD)  # fmt: skip
+    got = run_in_tree(bench_scale.MEASURE_PLATEAU, bench_scale.REPO_ROOT, config, timeout=600)
+    assert got["make_loader_cpu_s"] > 0 and got["first_batch_s"] > 0
+    assert [s["batch"] for s in got["samples"]] == [3, 6]
+    plateau = got["samples"][-1]
+    assert plateau["shards_touched"] >= 2 and len(plateau["workers"]) == 2
+    for process in [plateau["trainer"], *plateau["workers"]]:
+        assert 0 < process["pss"] <= process["rss"] and process["files"] > 3
