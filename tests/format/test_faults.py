@@ -75,6 +75,14 @@ def _rewrite_shard(path: Path, change) -> None:
     writer.close()
 
 
+def _gop_frames(path: Path, episode_row: int = 3, segment: int = 2) -> tuple[int, int]:
+    """The first and last frame of an episode's GOP record, from meta/episodes.parquet (the
+    source's GOPs: copied by default)."""
+    table = pq.read_table(path / fmt.EPISODES_PATH).to_pylist()[episode_row]
+    starts = [*table[fmt.segment_column("observation.image", "segment_starts")], table["length"]]
+    return starts[segment], starts[segment + 1] - 1
+
+
 def _gop_record(path: Path, episode_row: int = 3, segment: int = 2) -> int:
     files = jaxload.format.reader.DatasetFiles(path)
     start = int(files.episodes.record_start["observation.image"][episode_row])
@@ -96,9 +104,9 @@ def test_a_changed_video_record_is_refused_naming_shard_record_and_frames(datase
     _rewrite_shard(path / SHARD, flip)
     error = _read_everything(path, expected)
     assert isinstance(error, CorruptRecordError), error
-    assert f"{SHARD}: record {number} (episode 3, camera observation.image, frames 8..11)" in str(
-        error
-    )
+    first, last = _gop_frames(path)
+    frames = f"frames {first}..{last}"
+    assert f"{SHARD}: record {number} (episode 3, camera observation.image, {frames})" in str(error)
 
 
 def test_a_record_moved_to_another_position_is_refused(dataset):
@@ -183,9 +191,12 @@ def test_a_corrupt_episode_table_is_refused_at_open(dataset, column, value, mess
 def test_a_record_count_that_disagrees_with_info_json_is_refused(dataset):
     path, _ = dataset
     info = json.loads((path / fmt.INFO_PATH).read_text())
+    count = info["records"]["per_shard"][0]
     info["records"]["per_shard"][0] += 1
     (path / fmt.INFO_PATH).write_text(json.dumps(info))
-    with pytest.raises(DatasetError, match=r"episodes end at record 71, but meta/info\.json says"):
+    with pytest.raises(
+        DatasetError, match=rf"episodes end at record {count}, but meta/info\.json says"
+    ):
         jaxload.open(path)
 
 
