@@ -60,7 +60,7 @@ class LoaderState:
     mixture_quota: tuple[int, ...]
     epoch_size: int
     sources: tuple[str, ...] = ()  # paths, for messages only: a moved dataset still restores
-    # per dataset what its view fingerprint covers (`dataset_view`), so that a refused
+    # per dataset what its view fingerprint covers (`jaxload.episode_dataset.dataset_view`), so that a refused
     # restore names what changed; states saved before it lack it
     views: tuple[dict[str, Any], ...] = ()
     format: str = STATE_FORMAT
@@ -158,28 +158,6 @@ def _describe(state: LoaderState) -> str:
     fps = [fp[:12] for fp in state.dataset_fingerprints]
     where = f" at {list(state.sources)}" if state.sources else ""
     return f"dataset fingerprint(s) {fps}{where}"
-
-
-def dataset_view(dataset: Any) -> dict[str, Any]:
-    """What a dataset's view fingerprint covers, for messages: its content fingerprint, a
-    digest of its selected episodes and their lengths, and its windows in frames."""
-    info = getattr(dataset, "info", None)
-    content = getattr(info, "fingerprint", None) or getattr(dataset, "fingerprint", "")
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(getattr(dataset, "episode_index", []), dtype="<i8").tobytes())
-    h.update(np.ascontiguousarray(dataset.episode_lengths, dtype="<i8").tobytes())
-    windows, fps = getattr(dataset, "delta_timestamps", None) or {}, getattr(dataset, "fps", None)
-    return {
-        "content": str(content),
-        "episodes": h.hexdigest()[:16],
-        "num_episodes": len(dataset.episode_lengths),
-        "windows": {
-            k: np.round(np.asarray(v, np.float64) * fps).astype(np.int64).tolist()
-            for k, v in sorted(windows.items())
-        }
-        if fps
-        else {},
-    }
 
 
 def _what_changed(saved: LoaderState, current: LoaderState) -> str:
