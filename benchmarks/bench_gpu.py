@@ -258,7 +258,7 @@ def device_limit(dataset: Path, sharding, args: argparse.Namespace, threads=None
     loader.close()
     shapes = {k: spec.schema.fields[k].shape for k in CAMERAS}
     rows = np.arange(len(spec.rows))
-    decoder = DeviceDecoder(threads or spec.options.decode_threads, timeout_s=600)
+    decoder = DeviceDecoder(threads or spec.placement.decode_threads, timeout_s=600)
 
     def sharding_for(ndim: int):
         return hosts.sharding_for_rank(sharding, ndim)

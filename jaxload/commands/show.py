@@ -173,7 +173,7 @@ def make_loader(
         )
 
     loader = build(windows)
-    if windows is None and any("action" in ds.features for ds in loader.spec.datasets):
+    if windows is None and any("action" in ds.features for ds in loader.datasets):
         loader = build(DEFAULT_WINDOWS)
     return loader
 

@@ -66,7 +66,7 @@ class ProgressBar:
         self._bar.set_postfix_str(
             f"{self.episodes}/{self.total_episodes} episodes, "
             f"{self.frames / seconds:.0f} frames/s, "
-            f"{self.input_bytes / 2**20 / seconds:.2f} MB/s in",
+            f"{self.input_bytes / 2**20 / seconds:.2f} MiB/s in",
             refresh=draw,
         )
 
@@ -126,7 +126,7 @@ class ConvertReport:
             f"wrote {self.out}: {self.episodes} episodes, {self.frames} frames "
             f"in {self.seconds:.1f} s ({self.frames / seconds:.0f} frames/s, "
             f"{self.episodes / seconds:.2f} episodes/s)",
-            f"input: {_mb(self.source_bytes)} ({self.input_mb_per_s:.2f} MB/s)"
+            f"input: {_mb(self.source_bytes)} ({self.input_mb_per_s:.2f} MiB/s)"
             + (f" from {self.source}" if self.source else ""),
             *self._size_lines(),
             f"work: {self.units} units on {self.workers} {self.engine} worker(s), "
@@ -154,4 +154,4 @@ class ConvertReport:
 
 
 def _mb(n: int) -> str:
-    return f"{n / 2**20:.2f} MB"
+    return f"{n / 2**20:.2f} MiB"

@@ -198,7 +198,7 @@ class ConversionSizes:
         m = self.reencoding
         if m is not None:
             bitstream = "video bitstream" if self.source.payload_measured else "video files"
-            return f", of which re-encoding {m:.2f}x (stored / source {bitstream})"
+            return f", of which the video {m:.2f}x (stored / source {bitstream})"
         if self.output.video_payload:
             return "; no source video to compare (image cameras)"
         return "; no cameras"
@@ -437,10 +437,10 @@ def _boxes(data: bytes):
 
 
 def _size(n: int) -> str:
-    """Bytes for people: KB below 1 MB (both binary, as the rest of the summary)."""
+    """Bytes for people: KiB below 1 MiB."""
     if abs(n) >= 2**20:
-        return f"{n / 2**20:.2f} MB"
-    return f"{n / 2**10:.0f} KB" if abs(n) >= 2**10 else f"{n} B"
+        return f"{n / 2**20:.2f} MiB"
+    return f"{n / 2**10:.0f} KiB" if abs(n) >= 2**10 else f"{n} B"
 
 
 def source_file_bytes(source: LeRobotSource, episodes: Sequence[int]) -> int:

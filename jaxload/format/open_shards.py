@@ -57,12 +57,17 @@ def check_open_files_limit(threads: int) -> None:
     `threads` read threads (each read holds one)."""
     limit, capacity = open_files_limit(), shard_capacity()
     if capacity < threads:
+        needed = RESERVED_DESCRIPTORS + 2 * threads  # the smallest limit these threads fit
+        fewer = (
+            f", or pass at most {capacity} read_threads (PipelineOptions)" if capacity > 0 else ""
+        )
+        plural = "s" if threads != 1 else ""
         raise OpenFilesLimitError(
             f"the open-files limit (ulimit -n) is {limit}: too low for {threads} read "
-            f"threads, which hold a shard file each while they read (jaxload keeps up to "
-            f"(limit - {RESERVED_DESCRIPTORS}) / 2 = {capacity} open per process). Raise it "
-            f"(`ulimit -n 1024`, or resource.setrlimit(RLIMIT_NOFILE, ...) before "
-            "make_loader), or pass fewer read_threads"
+            f"thread{plural}, which hold a shard file each while they read (jaxload keeps up "
+            f"to (limit - {RESERVED_DESCRIPTORS}) / 2 = {capacity} open per process). Raise it "
+            f"to at least {needed} (`ulimit -n 1024`, or resource.setrlimit(RLIMIT_NOFILE, "
+            f"...) before make_loader){fewer}"
         )
 
 

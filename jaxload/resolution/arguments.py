@@ -131,7 +131,11 @@ def intended_weights(
 
 
 def check_shares(
-    names: Sequence[str], intended: Sequence[bool], weights: Any, quota: Sequence[int] | None
+    names: Sequence[str],
+    intended: Sequence[bool],
+    weights: Any,
+    quota: Sequence[int] | None,
+    rule: MixtureWeights | None = None,
 ) -> None:
     """A ValueError naming every dataset that was meant to be read but gets no slot of a
     mixture block (`quota`; None: one dataset), whatever produced its share: a tiny explicit
@@ -149,10 +153,15 @@ def check_shares(
             else names[d]
             for d in starved
         )
+        larger = (
+            "a MixtureWeights temperature closer to 1, a larger multiplier"
+            if rule is not None
+            else "a larger weight"
+        )
         raise ValueError(
             f"mixture: {listed} would get 0% of every batch (its share rounds to no slot of "
-            "a mixture block); give it a larger weight (a MixtureWeights temperature closer "
-            "to 1, a larger multiplier), or leave it out of the mixture"
+            f"a mixture block); give it a larger share ({larger}), or leave it out of the "
+            "mixture"
         )
 
 

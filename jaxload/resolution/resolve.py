@@ -184,10 +184,14 @@ def resolve_read(
         )
     except StarvedDatasets as e:  # name them: a weight too small for any block
         check_shares(
-            names, intended, mixture_weights, [int(d not in e.datasets) for d in range(len(names))]
+            names,
+            intended,
+            mixture_weights,
+            [int(d not in e.datasets) for d in range(len(names))],
+            rule,
         )
         raise
-    check_shares(names, intended, mixture_weights, stream.mixture and stream.mixture.quota)
+    check_shares(names, intended, mixture_weights, stream.mixture and stream.mixture.quota, rule)
     check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
     rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
     return ReadSpec(

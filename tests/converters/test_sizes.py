@@ -123,12 +123,12 @@ def test_summary_says_which_way_the_ratio_runs(converted):
     assert f"output is {ratio:.2f}x the source (" in line
     stored = sum(report.sizes.output.video_payload.values())
     reencoding = stored / sum(report.sizes.source.video_payload.values())
-    assert f"of which re-encoding {reencoding:.2f}x (stored / source video bitstream)" in line
+    assert f"of which the video {reencoding:.2f}x (stored / source video bitstream)" in line
     sizes_line = next(line for line in text.splitlines() if line.startswith("sizes:"))
     assert re.match(
-        r"sizes: \d+ KB fixed \(metadata \d+ KB incl\. the stats sketch's \d+ KB, shard padding "
-        r"\d+ KB\) \+ \d+ KB that grow with the frames \(\d+ (KB|B) per frame\), \d+\.\d\dx the source: video \d+ KB, container "
-        r"\+\d+\.\d% of it \(mp4 boxes, record framing, index\), tabular \d+ KB$",
+        r"sizes: \d+ KiB fixed \(metadata \d+ KiB incl\. the stats sketch's \d+ KiB, shard padding "
+        r"\d+ KiB\) \+ \d+ KiB that grow with the frames \(\d+ (KiB|B) per frame\), \d+\.\d\dx the source: video \d+ KiB, container "
+        r"\+\d+\.\d% of it \(mp4 boxes, record framing, index\), tabular \d+ KiB$",
         sizes_line,
     ), sizes_line
 
@@ -139,7 +139,7 @@ def test_summary_of_a_dataset_without_cameras(tmp_path):
     lines = report.summary().splitlines()
     assert any(line.endswith("of data and video files); no cameras") for line in lines)
     sizes_line = next(line for line in lines if line.startswith("sizes:"))
-    assert re.search(r"the source: tabular \d+ K?B, record framing and index \d+ K?B$", sizes_line)
+    assert re.search(r"the source: tabular \d+ (KiB|B), record framing and index \d+ (KiB|B)$", sizes_line)
     assert report.sizes.output.video == 0 and report.sizes.reencoding is None
 
 

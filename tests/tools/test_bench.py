@@ -42,7 +42,7 @@ def cache(tmp_path_factory):
 @pytest.fixture
 def tiny(monkeypatch):
     """Every script's --quick datasets become tiny ones."""
-    monkeypatch.setattr(run, "QUICK", TINY)
+    monkeypatch.setattr(bench_data, "QUICK", TINY)
     monkeypatch.setattr(bench_ttfb, "QUICK_SPEC", TINY_TTFB)
 
 

@@ -112,7 +112,7 @@ def _peek(loader: Any) -> tuple[Mapping[str, Any], Context]:
     rows = range(spec.global_batch_size) if full else spec.rows
     context = Context(
         names=tuple(spec.names),
-        datasets=tuple(spec.datasets),
+        datasets=tuple(loader.datasets),
         positions=tuple(first + int(r) for r in rows),
     )
     return batch, context
