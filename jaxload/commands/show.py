@@ -172,9 +172,12 @@ def make_loader(
             storage_options=storage_options,
         )
 
-    loader = build(windows)
-    if windows is None and any("action" in ds.features for ds in loader.datasets):
-        loader = build(DEFAULT_WINDOWS)
+    try:  # the arguments are the user's: a ValueError is their mistake, said as it is
+        loader = build(windows)
+        if windows is None and any("action" in ds.features for ds in loader.datasets):
+            loader = build(DEFAULT_WINDOWS)
+    except ValueError as e:
+        raise JaxloadError(str(e)) from e
     return loader
 
 

@@ -220,8 +220,10 @@ def _series(arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: Any) ->
 def _scale(dataset: Any, key: str) -> str:
     """The dataset's own range for `key` from its meta/stats.json (min and max over its
     dims), e.g. "dataset's stats: -1.2 .. 3.4", or "" without stats."""
+    if dataset is None:  # a batch alone: its rows carry no dataset
+        return "(dataset stats: pass the loader, not a batch)"
     try:
-        stats = dataset.stats[key] if dataset is not None else None
+        stats = dataset.stats[key]
     except (KeyError, AttributeError, TypeError, ValueError):
         stats = None
     if not stats or "min" not in stats or "max" not in stats:
