@@ -185,7 +185,7 @@ class ConstantBatch:
         self.batch = batch
 
     def __call__(self, _: int) -> dict[str, Any]:
-        from jaxload.stages.pipeline import MIN_SHM_BYTES
+        from jaxload.stages.shared_memory_output import MIN_SHM_BYTES
         from jaxload.workers import shared_batch
 
         out: dict[str, Any] = {}
@@ -203,7 +203,8 @@ def ipc_rate(batch: dict[str, np.ndarray], num_workers: int, seconds: float) -> 
     work: the loader's transport (shared-memory slots for the large arrays)."""
     import grain
 
-    from jaxload.stages.pipeline import MIN_SHM_BYTES, OpenSlots
+    from jaxload.stages.open_slots import OpenSlots
+    from jaxload.stages.shared_memory_output import MIN_SHM_BYTES
     from jaxload.tools.bench import measure_iterator
 
     def make() -> Iterator[Any]:

@@ -69,7 +69,7 @@ class PipelineOptions:
         worker_timeout_s: seconds a worker process (or, without workers, the read threads)
             may take to deliver its next batch before next() raises
             `jaxload.errors.WorkerTimeoutError`; at least 4x the slowest batch seen so far
-            (`jaxload.stages.pipeline.WatchReaders`). A decode on a device gets as long.
+            (`jaxload.stages.watch_readers.WatchReaders`). A decode on a device gets as long.
         decode_threads: decodes in flight per device when the devices decode
             (decode_device "cuda", "device" or "hybrid"); None: the GPU's NVDEC engines (7
             on H100/H200, `jaxload.placement.machine.GpuInfo.nvdec_engines`), 2 on CPU

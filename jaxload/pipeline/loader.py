@@ -4,7 +4,7 @@ state. `make_loader` (jaxload.pipeline.make_loader) resolves the spec.
 Batch k is global positions ``[k*G, (k+1)*G)`` of the sample stream (see
 ``jaxload.sampling.stream``); a batch's content depends on neither worker nor host count,
 so the loader's state is the global position of the next batch (see ``jaxload.state``).
-The Grain stages: ``jaxload.stages.pipeline``.
+The Grain pipeline: ``jaxload.stages.pipeline``, one stage per module of ``jaxload.stages``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from jaxload.episode_dataset import EpisodeDataset, OpenedDatasets
 from jaxload.errors import RemoteError, WorkerDiedError, WorkerTimeoutError
 from jaxload.placement.split import INITIAL_SHARE, DecodeSplit
 from jaxload.resolution.spec import LoaderSpec
-from jaxload.stages.pipeline import ToGlobalArrays, build_pipeline
+from jaxload.stages.pipeline import build_pipeline
 from jaxload.stages.read_batch import ReadBatch
+from jaxload.stages.to_global import ToGlobalArrays
 from jaxload.state import LoaderState, check_compatible
 from jaxload.storage.stats_board import StatsBoard, combine
 from jaxload.workers import main_guard

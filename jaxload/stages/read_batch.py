@@ -73,7 +73,7 @@ def _new_array(shape: tuple[int, ...], dtype: Any, slots: dict | None) -> np.nda
 class DeviceShare:
     """Hybrid decoding: the batch rows (this host's, in batch order) the devices decode,
     and each camera's compressed frames of those rows. Travels beside the batch under
-    DEVICE_SHARE_KEY; `jaxload.stages.pipeline.ToGlobalArrays` takes it out."""
+    DEVICE_SHARE_KEY; `jaxload.stages.to_global.ToGlobalArrays` takes it out."""
 
     rows: np.ndarray
     encoded: dict[str, EncodedFrames]

@@ -1,101 +1,50 @@
-"""The Grain stages around the read, each built from a spec (tests/support/specs.py)
-without make_loader: `ToGlobalArrays` (numpy rows -> global jax.Arrays) and the reader
-watchdog (`WatchReaders`)."""
+"""`build_pipeline` from a spec (tests/support/specs.py), without make_loader or a
+`Loader`: the stages put together serve ReadBatch's batches in order."""
 
 from __future__ import annotations
 
-import threading
-import time
-
-import grain
 import jax
 import numpy as np
-import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxload.errors import WorkerTimeoutError
-from jaxload.stages.pipeline import ToGlobalArrays, WatchReaders
+from jaxload.stages.pipeline import build_pipeline
 from jaxload.stages.read_batch import ReadBatch
+from jaxload.stages.to_global import ToGlobalArrays
 from tests.support.fake_dataset import FakeDataset
 from tests.support.specs import loader_spec
 
 
-def test_to_global_arrays_makes_the_rows_global_arrays_over_the_sharding():
-    devices = jax.devices()
-    sharding = NamedSharding(jax.make_mesh((len(devices),), ("data",)), P("data"))
-    g = 2 * len(devices)
-    keys = ["observation.state", "observation.images.top", "index", "task"]
-    spec, datasets = loader_spec(
-        FakeDataset([9, 4]), global_batch_size=g, sharding=sharding, keys=keys
-    )
-    rows = ReadBatch(spec.for_readers(), datasets, 0).map(1)
-    out = ToGlobalArrays(spec).map(dict(rows))
+def test_build_pipeline_serves_the_read_batches_in_order_then_stops():
+    spec, datasets = loader_spec(FakeDataset([7, 5]), global_batch_size=3)
     try:
-        for key in keys[:-1]:
-            assert isinstance(out[key], jax.Array) and out[key].shape[0] == g
-            assert out[key].sharding.is_equivalent_to(
-                NamedSharding(sharding.mesh, P("data")), out[key].ndim
-            )
-            np.testing.assert_array_equal(np.asarray(out[key]), rows[key].astype(out[key].dtype))
-        assert isinstance(out["task"], np.ndarray)  # strings stay host-local numpy
+        expected = [ReadBatch(spec, datasets, 1).map(k) for k in range(3)]
+        it = iter(build_pipeline(ReadBatch(spec, datasets, 1), 3, None, None))
+        got = list(it)
+        assert len(got) == 3
+        for want, batch in zip(expected, got, strict=True):
+            assert batch.keys() == want.keys()
+            for key in want:
+                np.testing.assert_array_equal(batch[key], want[key])
+        assert got[0]["index"].tolist() != got[1]["index"].tolist()
     finally:
         datasets.close()
 
 
-class _Blocking(grain.IterDataset):
-    """Batch 0 at once, then nothing until `release` is set (a reader stuck on storage)."""
-
-    def __init__(self, release: threading.Event):
-        super().__init__()
-        self.release = release
-
-    def __iter__(self):
-        return _BlockingIterator(self.release)
-
-
-class _BlockingIterator(grain.DatasetIterator):
-    def __init__(self, release: threading.Event):
-        super().__init__()
-        self.release, self.n = release, 0
-
-    def __next__(self):
-        if self.n:
-            self.release.wait()
-        self.n += 1
-        return {"n": np.array([self.n])}
-
-    def get_state(self):
-        return {"n": self.n}
-
-    def set_state(self, state):
-        self.n = state["n"]
-
-
-def test_the_reader_watchdog_names_the_stuck_batch_after_the_timeout():
-    spec, _ = loader_spec(FakeDataset([6, 6]), global_batch_size=2)
-    release = threading.Event()
-    watched = WatchReaders(_Blocking(release), 0.3, lambda n: spec.describe(0, n), None, 0)
-    it = iter(watched)
+def test_build_pipeline_ends_in_global_arrays_with_a_sharding():
+    devices = jax.devices()
+    sharding = NamedSharding(jax.make_mesh((len(devices),), ("data",)), P("data"))
+    spec, datasets = loader_spec(
+        FakeDataset([9, 4]), global_batch_size=2 * len(devices), sharding=sharding
+    )
     try:
-        assert next(it)["n"].tolist() == [1]  # a reader's first batch: delivered
-        began = time.monotonic()
-        with pytest.raises(WorkerTimeoutError, match=r"batch 1 \(global positions 2\.\.3: ") as e:
-            next(it)
-        assert 0.25 < time.monotonic() - began < 5
-        assert "worker_timeout_s=0.3" in str(e.value)
-        with pytest.raises(WorkerTimeoutError):  # the pipeline stays failed: no batch skipped
-            next(it)
+        want = ReadBatch(spec.for_readers(), datasets, 0).map(0)
+        pipeline = build_pipeline(
+            ReadBatch(spec.for_readers(), datasets, 0), 1, ToGlobalArrays(spec), None
+        )
+        (batch,) = list(iter(pipeline))
+        for key, value in want.items():
+            assert isinstance(batch[key], jax.Array)
+            np.testing.assert_array_equal(np.asarray(batch[key]), value.astype(batch[key].dtype))
     finally:
-        release.set()
-        it.close()
-
-
-def test_the_reader_watchdog_passes_batches_that_come_in_time():
-    release = threading.Event()
-    release.set()
-    it = iter(WatchReaders(_Blocking(release), 5.0, str, None, 0))
-    try:
-        assert [next(it)["n"].item() for _ in range(3)] == [1, 2, 3]
-    finally:
-        it.close()
+        datasets.close()

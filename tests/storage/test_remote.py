@@ -21,7 +21,6 @@ from jaxload import format as fmt
 from jaxload.converters.convert import convert
 from jaxload.errors import CorruptRecordError, DatasetError, JaxloadError
 from jaxload.format.chunks import decode_chunk, record_offsets
-from jaxload.storage.cache import RecordCache, simulate
 from jaxload.storage.object_store import ObjectStore
 from jaxload.storage.remote import RemoteOptions
 from jaxload.storage.retry import RetryPolicy
@@ -397,43 +396,6 @@ def test_progress_is_logged_with_the_hit_rate(converted, clean, caplog):
     assert any("cache hit rate" in r.getMessage() for r in caplog.records)
 
 
-def test_cache_evicts_the_record_used_furthest_ahead():
-    cache = RecordCache(budget_bytes=30)
-    for key, batch in (("a", 1), ("b", 5), ("c", 2)):
-        cache.plan(key, batch)
-    cache.put("a", b"x" * 10)
-    cache.put("b", b"x" * 10)
-    cache.put("c", b"x" * 10)
-    cache.put("d", b"x" * 10)  # never planned: goes first (itself)
-    assert "d" not in cache and len(cache) == 3
-    cache.plan("e", 3)
-    cache.put("e", b"x" * 10)  # b (batch 5) is furthest ahead
-    assert "b" not in cache and {"a", "c", "e"} <= {k for k in "ace" if k in cache}
-
-
-def test_cache_counts_the_bytes_still_to_be_read_and_records_evicted_before_their_use():
-    cache = RecordCache(budget_bytes=30)
-    cache.plan("a", 1)
-    cache.plan("b", 2)
-    for key in "abn":  # n: never planned
-        cache.put(key, b"x" * 10)
-    assert cache.planned_bytes == 20 and cache.take_peak_planned() == 20
-    cache.get("a", batch=1)  # its last planned use
-    assert cache.planned_bytes == 10
-    cache.plan("c", 3)
-    cache.plan("d", 4)
-    cache.put("c", b"x" * 10)  # evicts n (never planned), then a (read): neither early
-    cache.put("d", b"x" * 10)
-    assert cache.early_evictions == 0 and cache.planned_bytes == 30
-    cache.plan("e", 5)
-    cache.put("e", b"x" * 10)  # the furthest use (e itself) goes, before batch 5 read it
-    assert cache.early_evictions == 1 and cache.planned_bytes == 30
-    assert cache.stats()["cache_early_evictions"] == 1
-    assert cache.take_peak_planned() == 30
-    cache.close()
-    assert cache.planned_bytes == 0
-
-
 def test_a_cache_as_large_as_the_dataset_fetches_it_about_once(converted, clean):
     # A merged request brings records between the ones asked for; with room in the cache
     # they stay (verified like the others). Before, they were dropped and fetched again by
@@ -556,16 +518,6 @@ def test_a_request_that_cannot_start_leaves_no_record_in_flight(clean):
     assert not store._inflight
 
 
-def test_optimal_policy_beats_lru_on_a_loader_order():
-    rng = np.random.default_rng(0)
-    accesses = [int(k) for k in rng.permutation(np.tile(np.arange(200), 5))]
-    sizes = dict.fromkeys(range(200), 100)
-    optimal = simulate(accesses, sizes, 2000, "optimal")
-    lru = simulate(accesses, sizes, 2000, "lru")
-    assert optimal["hit_rate"] > lru["hit_rate"]
-    assert simulate(accesses, sizes, 10**9, "lru")["hit_rate"] == pytest.approx(0.8)
-
-
 def test_worker_processes_read_remote_batches_equal_to_local(converted, clean, tmp_path, caplog):
     kwargs = dict(global_batch_size=8, seed=2, delta_timestamps=WINDOWS)
     with jaxload.make_loader(converted, options=PipelineOptions(num_workers=0), **kwargs) as local:
@@ -676,17 +628,6 @@ def test_stats_of_ended_worker_processes_count_their_requests_but_not_their_cach
         assert "ended" not in out
     finally:
         running.communicate("")
-
-
-def test_sweep_fetches_every_record_within_its_window_at_its_phase():
-    from jaxload.storage.prefetch import _fetch_time
-
-    rng = np.random.default_rng(1)
-    for lead, period in ((1, 1), (3, 6), (5, 17)):
-        for use, phase in zip(rng.integers(0, 500, 200), rng.random(200), strict=True):
-            at = _fetch_time(int(use), lead, period, float(phase))
-            assert use - lead - period < at <= use - lead  # in the window, before the lead
-            assert (at - int(phase * period)) % period == 0  # when the cursor passes it
 
 
 def test_close_fails_fetches_in_flight_and_a_later_read_works(converted, clean):
@@ -815,31 +756,6 @@ def test_disk_cache_serves_verified_records_and_refetches_a_damaged_file(
     assert 1 < remote.remote_store.stats()["cache_damaged"] <= len(files)
 
 
-def test_disk_cache_removes_only_directories_of_dead_processes(tmp_path):
-    import subprocess
-    import sys
-
-    from jaxload.storage.cache import RecordCache
-
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
-    orphan = tmp_path / f"jaxload-cache-{int(dead.stdout)}-abcd1234"  # as before 2026-11-27
-    orphan.mkdir()
-    (orphan / "0").write_bytes(b"x")
-    mine = tmp_path / "notes.txt"
-    mine.write_text("the user's")
-    cache = RecordCache(100, tmp_path)
-    cache.plan("a", 1)
-    cache.put("a", b"y" * 10)
-    assert not orphan.exists() and mine.read_text() == "the user's"
-    assert cache.get("a", 1) == b"y" * 10
-    directory = cache._data.directory
-    assert os.path.basename(directory).startswith(f"jaxload-cache-{os.getpid()}@")
-    cache.close()
-    assert not (tmp_path / directory).exists() and mine.exists()
-
-
 def test_requests_merge_across_small_gaps_and_split_at_the_size_limit(clean):
     store = _remote(clean, coalesce_bytes=0, max_request_bytes=1).remote_store
     store.load_offsets([0])
@@ -886,99 +802,6 @@ def test_a_cache_that_fails_to_store_a_record_neither_hangs_nor_changes_a_read(
         assert _within(30, lambda: store.read(0, [1, 2, 3])) == want  # fetched again
     assert not store._inflight
     assert sum("cannot cache records" in r.getMessage() for r in caplog.records) == 1
-
-
-@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "disk"])
-def test_cache_matches_a_plain_model_of_furthest_next_use_through_random_operations(
-    on_disk, tmp_path, monkeypatch
-):
-    # The cache keeps its order in a heap and a queue of lazily invalidated entries, dropped
-    # now and then (here often: a small slack); a model that searches every record at each
-    # eviction must agree with it on what is kept, counted and returned, whichever way
-    # records are read and stored.
-    monkeypatch.setattr(RecordCache, "COMPACT_SLACK", 8)
-    rng = np.random.default_rng(7)
-
-    class Model:
-        def __init__(self, budget):
-            self.budget, self.data, self.uses, self.touched, self.clock = budget, {}, {}, {}, 0
-            self.early = self.hits = self.misses = self.evictions = 0
-
-        def touch(self, key):
-            self.clock += 1
-            self.touched[key] = self.clock
-
-        def next_use(self, key):
-            return self.uses[key][0] if self.uses.get(key) else 1 << 62
-
-        def plan(self, key, batch):
-            uses = self.uses.setdefault(key, [])
-            if not uses and key in self.data:
-                self.touch(key)
-            if not uses or uses[-1] != batch:
-                uses.append(batch)
-
-        def get(self, key, batch):
-            uses = self.uses.get(key, [])
-            while uses and uses[0] <= batch:
-                uses.pop(0)
-            if key in self.data:
-                self.touch(key)
-                self.hits += 1
-                return self.data[key]
-            self.misses += 1
-            return None
-
-        def put(self, key, payload):
-            if key in self.data:
-                return
-            self.data[key] = payload
-            self.touch(key)
-            while sum(map(len, self.data.values())) > self.budget:
-                victim = max(self.data, key=lambda k: (self.next_use(k), -self.touched[k]))
-                del self.data[victim]
-                self.evictions += 1
-                self.early += bool(self.uses.get(victim))
-
-    cache = RecordCache(budget_bytes=60, directory=tmp_path / "cache" if on_disk else None)
-    model, batch, compactions = Model(60), 0, 0
-    compact = RecordCache._compact
-
-    def counted(self):
-        nonlocal compactions
-        compactions += 1
-        compact(self)
-
-    monkeypatch.setattr(RecordCache, "_compact", counted)
-    for _ in range(4000):
-        op = rng.integers(5)
-        keys = [(int(rng.integers(2)), int(r)) for r in rng.integers(0, 30, rng.integers(1, 6))]
-        if op == 0:
-            batch += int(rng.integers(0, 2))  # planned in increasing order, as the loader does
-            cache.plan_many(keys, batch)
-            for key in keys:
-                model.plan(key, batch)
-        elif op in (1, 2):
-            read = int(rng.integers(max(0, batch - 3), batch + 1))
-            got = cache.get_many(keys, read) if op == 1 else [cache.get(k, read) for k in keys]
-            assert got == [model.get(k, read) for k in keys]
-        else:
-            items = [(k, bytes([k[1]]) * int(rng.integers(5, 15))) for k in keys]
-            if op == 3:
-                cache.put_many(items)
-            else:
-                for key, payload in items:
-                    cache.put(key, payload)
-            for key, payload in items:
-                model.put(key, payload)
-        assert all(k in cache for k in model.data) and len(cache) == len(model.data)
-        assert cache.planned_bytes == sum(
-            len(v) for k, v in model.data.items() if model.uses.get(k)
-        )
-        stats = cache.stats()
-        assert (stats["cache_hits"], stats["cache_misses"]) == (model.hits, model.misses)
-        assert (cache.evictions, cache.early_evictions) == (model.evictions, model.early)
-    assert compactions > 10
 
 
 def test_remote_options_given_for_a_local_read_are_said_to_be_ignored(converted, caplog):

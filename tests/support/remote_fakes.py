@@ -168,3 +168,18 @@ class FaultyFileSystem(LocalFileSystem):
             raise (ConnectionResetError if attempt % 2 else TimeoutError)(
                 f"injected fault reading {name}"
             )
+
+
+def serve_locally(monkeypatch, url: str, root: str | os.PathLike) -> str:
+    """Makes `url` (e.g. "s3://local/ds") read the directory `root` through fsspec's real
+    local filesystem: the one thing faked is the network (no server, no process); the
+    object store, offset index, verification, cache and lookahead run as over S3."""
+    from jaxload.storage import object_store, transport
+
+    def filesystem(address, storage_options=None, timeout_s=None):
+        assert address.rstrip("/") == url.rstrip("/"), address
+        return LocalFileSystem(), str(root)
+
+    monkeypatch.setattr(transport, "filesystem", filesystem)
+    monkeypatch.setattr(object_store, "filesystem", filesystem)
+    return url

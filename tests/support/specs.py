@@ -13,6 +13,7 @@ from jaxload.episode_dataset import OpenedDatasets
 from jaxload.options import PipelineOptions
 from jaxload.resolution.resolve import resolve
 from jaxload.resolution.spec import LoaderSpec
+from jaxload.storage.options import RemoteOptions
 
 
 def loader_spec(
@@ -32,3 +33,16 @@ def loader_spec(
         options=options or PipelineOptions(num_workers=0, read_threads=1),
         **kwargs,
     )
+
+
+def remote_loader_spec(
+    monkeypatch: Any, root: Any, url: str = "s3://local/ds", **kwargs: Any
+) -> tuple[LoaderSpec, OpenedDatasets]:
+    """`loader_spec` of the dataset converted at `root`, read as the remote `url`: the
+    network faked by `serve_locally` (tests/support/remote_fakes.py), everything else
+    (object store, record checks, cache, lookahead) real. `remote`: RemoteOptions fields."""
+    from tests.support.remote_fakes import serve_locally
+
+    serve_locally(monkeypatch, url, root)
+    remote = RemoteOptions(log_every_s=0, **kwargs.pop("remote", {}))
+    return loader_spec(url, remote=remote, **kwargs)
