@@ -139,7 +139,9 @@ def test_summary_of_a_dataset_without_cameras(tmp_path):
     lines = report.summary().splitlines()
     assert any(line.endswith("of data and video files); no cameras") for line in lines)
     sizes_line = next(line for line in lines if line.startswith("sizes:"))
-    assert re.search(r"the source: tabular \d+ (KiB|B), record framing and index \d+ (KiB|B)$", sizes_line)
+    assert re.search(
+        r"the source: tabular \d+ (KiB|B), record framing and index \d+ (KiB|B)$", sizes_line
+    )
     assert report.sizes.output.video == 0 and report.sizes.reencoding is None
 
 
