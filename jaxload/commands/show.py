@@ -177,7 +177,13 @@ def make_loader(
         if windows is None and any("action" in ds.features for ds in loader.datasets):
             loader = build(DEFAULT_WINDOWS)
     except ValueError as e:
-        raise JaxloadError(str(e)) from e
+        hint = ""
+        if weights is None and any(getattr(s, "weight", None) is not None for s in sources):
+            hint = (
+                "; with --weights frames|anchors|episodes|uniform the sources' weights are "
+                "multipliers of that rule, and a source without one counts 1"
+            )
+        raise JaxloadError(f"{e}{hint}") from e
     return loader
 
 

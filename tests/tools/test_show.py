@@ -299,6 +299,8 @@ def test_a_loaders_sheet_shows_its_next_batch_and_leaves_it_unmoved(converted, t
     assert all(r.dataset.endswith("one") and r.fps == 10 for r in named)
     assert [r.task for r in named] == [ds[int(i)]["task"] for i in next(loader())["index"]]
     assert [r.position for r in named] == list(range(6))
+    top = next(c for c in named[0].cameras if c.key == "observation.images.top")
+    assert top.offsets == (-2, -1, 0)  # the slots' labels: t-2, t-1, t
     once = jaxload.make_loader(
         converted["one"], global_batch_size=6, num_epochs=1,
         options=jaxload.PipelineOptions(num_workers=0), host_index=0, host_count=1,
@@ -371,6 +373,13 @@ def test_the_command_draws_a_mixture_from_a_sources_file(converted, tmp_path, ca
         assert other or "one (dataset_index 0)" in line
         assert (f"{WRIST} missing" in line) == other
         assert ("action dims 4..5 padded" in line) == (not other)
+    sources[1]["weight"] = 0.5  # a weight on one source only: a multiplier of a rule
+    (tmp_path / "sources.json").write_text(json.dumps(sources))
+    args = ["show", str(tmp_path / "sources.json"), "--resize", "40x40", "--out", str(out)]
+    assert main(args) == 1
+    said = capsys.readouterr().err
+    assert "--weights frames" in said and "unexpected" not in said, said
+    assert main([*args, "--weights", "frames", "--samples", "2"]) == 0
 
 
 @pytest.mark.integration

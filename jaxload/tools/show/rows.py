@@ -181,14 +181,13 @@ def _camera(arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: Any) ->
 
 
 def _offsets(dataset: Any, key: str, slots: int) -> tuple[int, ...] | None:
-    """The window's offsets in frames, from the dataset's `delta_timestamps` (LeRobot's
-    attribute, in its own key names: a camera renamed by `cameras=` has none here)."""
-    windows = getattr(dataset, "delta_timestamps", None) or {}
-    fps = getattr(dataset, "fps", None)
-    seconds = windows.get(key)
-    if seconds is None or not fps or len(seconds) != slots:
+    """The window's offsets in frames, from the dataset's `window_frames` (in its own key
+    names: a camera renamed by `cameras=` has none here)."""
+    windows = getattr(dataset, "window_frames", None) or {}
+    offsets = windows.get(key)
+    if offsets is None or len(offsets) != slots:
         return None
-    return tuple(round(float(t) * fps) for t in seconds)
+    return tuple(int(t) for t in offsets)
 
 
 def _uint8(frames: np.ndarray) -> np.ndarray:
