@@ -127,7 +127,9 @@ def datasets(name: str, args: argparse.Namespace) -> dict[str, Path]:
     height, width, episodes = SIZES[name]
     extent = TINY if args.tiny else {"episodes": episodes}
     spec = DatasetSpec(name, height, width, **extent)
-    out = {"h264": prepare(spec, Path(args.cache))[1]}
+    # Re-encoded: the default conversion copies the AV1 sources, which NVDEC on
+    # A100/H100/H200 cannot decode.
+    out = {"h264": prepare(spec, Path(args.cache), video_codec="h264")[1]}
     if args.hevc:
         out["hevc"] = prepare(spec, Path(args.cache), video_codec="hevc")[1]
     return out

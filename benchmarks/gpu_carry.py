@@ -84,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     data.mkdir(exist_ok=True)
     for name in args.sizes:
         spec = bench_data.DatasetSpec(name, *SIZES[name])
-        codecs = {"h264": {}} | ({"hevc": {"video_codec": "hevc"}} if name in args.hevc else {})
+        # Re-encoded: the sources are AV1 (lerobot's default), which the default conversion
+        # copies and A100/H100/H200 NVDEC cannot decode.
+        codecs = {"h264": {"video_codec": "h264"}} | (
+            {"hevc": {"video_codec": "hevc"}} if name in args.hevc else {}
+        )
         for codec, options in codecs.items():
             options = {**options, "episodes": EPISODES[name]}
             cache = args.cache or bench_data.DEFAULT_CACHE
