@@ -98,14 +98,10 @@ def check_fits_in_memory(spec: Any, available: int | None = None) -> None:
 
 
 def rule_weights(
-    rule: MixtureWeights,
-    sources: Sequence[DatasetSource],
-    datasets: Sequence[Any],
-    drop_n_first_frames: int,
-    drop_n_last_frames: int,
+    rule: MixtureWeights, sources: Sequence[DatasetSource], sizes: dict[str, list[int]]
 ) -> list[float]:
-    """A mixture's weights from a `MixtureWeights` rule and the datasets' sizes; each
-    source's `weight` multiplies its own (None: 1)."""
+    """A mixture's weights from a `MixtureWeights` rule and the datasets' sizes
+    (`dataset_sizes`); each source's `weight` multiplies its own (None: 1)."""
     multipliers = []
     for source in sources:
         w = 1.0 if source.weight is None else source.weight
@@ -113,9 +109,7 @@ def rule_weights(
         if not real or not math.isfinite(w) or w < 0:
             raise ValueError(f"{source.name}: weight must be a finite number >= 0, got {w!r}")
         multipliers.append(float(w))
-    return rule.resolve(
-        dataset_sizes(datasets, drop_n_first_frames, drop_n_last_frames), multipliers
-    ).tolist()
+    return rule.resolve(sizes, multipliers).tolist()
 
 
 def intended_weights(

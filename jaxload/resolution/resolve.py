@@ -164,14 +164,13 @@ def resolve_read(
             raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
     names = tuple(s.name for s in sources)
     warn_mostly_padded(names, datasets, drop_n_first_frames, drop_n_last_frames)
+    sizes = dataset_sizes(datasets, drop_n_first_frames, drop_n_last_frames)
     mixture_weights = (
         source_weights(sources)
         if rule is None or len(sources) == 1
-        else rule_weights(rule, sources, datasets, drop_n_first_frames, drop_n_last_frames)
+        else rule_weights(rule, sources, sizes)
     )
-    intended = intended_weights(
-        rule, sources, dataset_sizes(datasets, drop_n_first_frames, drop_n_last_frames)
-    )
+    intended = intended_weights(rule, sources, sizes)
     try:
         stream = SampleStream(
             [d.episode_lengths for d in datasets],
