@@ -32,11 +32,12 @@ from jaxload.options import PipelineOptions
 from jaxload.placement.decide import Placement
 from jaxload.placement.transforms import transformed_spec
 from jaxload.sampling.stream import SampleStream
+from jaxload.sources.read import HostBatches
 from jaxload.state import LoaderState
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class LoaderSpec:
+class LoaderSpec(HostBatches):
     """A loader's resolved definition: what is read, in which order, which rows this host
     takes, what a batch holds and how the pipeline runs.
 
@@ -122,17 +123,6 @@ class LoaderSpec:
 
     def __hash__(self) -> int:
         return hash((self.fingerprint, self.names, self.global_batch_size, self.seed))
-
-    def positions(self, start: int, k: int) -> np.ndarray:
-        """Global stream positions of this host's rows of batch k after position `start`."""
-        return int(start) + int(k) * self.global_batch_size + self.rows
-
-    def num_batches(self, position: int) -> int | None:
-        """Batches left from `position`; None when the stream repeats for ever."""
-        if self.num_epochs is None:
-            return None
-        left = self.num_epochs * self.stream.epoch_size - position
-        return max(0, left // self.global_batch_size)
 
     @property
     def element_spec(self) -> dict[str, Any]:

@@ -22,8 +22,30 @@ from jaxload.sampling.stream import SampleStream
 from jaxload.sources.source import DatasetSource
 
 
+class HostBatches:
+    """This host's rows of each global batch of a sample stream: what a spec with `stream`,
+    `global_batch_size`, `rows` and `num_epochs` says of its batches (`ReadSpec` and
+    `jaxload.resolution.spec.LoaderSpec` alike)."""
+
+    stream: SampleStream
+    global_batch_size: int
+    rows: np.ndarray
+    num_epochs: int | None
+
+    def positions(self, start: int, k: int) -> np.ndarray:
+        """Global stream positions of this host's rows of batch k after position `start`."""
+        return int(start) + int(k) * self.global_batch_size + self.rows
+
+    def num_batches(self, position: int) -> int | None:
+        """Batches left from `position`; None when the stream repeats for ever."""
+        if self.num_epochs is None:
+            return None
+        left = self.num_epochs * self.stream.epoch_size - position
+        return max(0, left // self.global_batch_size)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class ReadSpec:
+class ReadSpec(HostBatches):
     """What is read, in which order, and which rows this host takes.
 
     Attributes:
@@ -49,14 +71,3 @@ class ReadSpec:
     host_count: int
     sharding: Any
     num_epochs: int | None
-
-    def positions(self, start: int, k: int) -> np.ndarray:
-        """Global stream positions of this host's rows of batch k after position `start`."""
-        return int(start) + int(k) * self.global_batch_size + self.rows
-
-    def num_batches(self, position: int) -> int | None:
-        """Batches left from `position`; None when the stream repeats for ever."""
-        if self.num_epochs is None:
-            return None
-        left = self.num_epochs * self.stream.epoch_size - position
-        return max(0, left // self.global_batch_size)
