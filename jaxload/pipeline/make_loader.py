@@ -19,6 +19,7 @@ from typing import Any
 from jaxload.options import PipelineOptions
 from jaxload.pipeline.loader import Batch, Loader
 from jaxload.resolution.arguments import check_arguments
+from jaxload.resolution.request import LoaderRequest
 from jaxload.resolution.resolve import resolve
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.weights import MixtureWeights
@@ -220,9 +221,8 @@ def make_loader(
         )
     shorthands = dict(num_workers=num_workers, read_threads=read_threads, prefetch=prefetch)
     shorthands |= dict(worker_buffer_size=worker_buffer_size, autotune=autotune)
-    spec, datasets = resolve(
+    request = LoaderRequest(
         paths_or_datasets,
-        options=_with_shorthands(options, decode_device, **shorthands),
         global_batch_size=global_batch_size,
         seed=seed,
         shuffle=shuffle,
@@ -246,6 +246,7 @@ def make_loader(
         storage_options=storage_options,
         remote=remote,
     )
+    spec, datasets = resolve(request, _with_shorthands(options, decode_device, **shorthands))
     if spec.options.num_workers > 0:
         workers.ensure_absl_flags_parsed()
     loader = Loader(spec, datasets)

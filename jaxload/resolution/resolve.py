@@ -1,9 +1,11 @@
 """`resolve()`: make_loader's arguments resolved once, in phases, into one `LoaderSpec`.
 
-    read = resolve_read(paths, global_batch_size=64, ...)   # 1. what is read
-    options = resolve_options(read, options)                 # 2. how (autotune, counts)
+    read = resolve_read(request)                             # 1. what is read
+    options = resolve_options(read, options, datasets)       # 2. how (autotune, counts)
     placement, specs = decide_placement(read, options, ...)  # 3. where video is decoded
-    spec = build_spec(read, placement, options, specs, ...)  # 4. one LoaderSpec, built once
+    spec = build_spec(read, placement, options, specs, request)  # 4. one LoaderSpec
+
+`request` is make_loader's arguments as one `LoaderRequest` (jaxload.resolution.request).
 
 1. what is read (`jaxload.sources.read.ReadSpec`): sources, the datasets opened with their
    windows in frames at each dataset's fps, the sample stream, each dataset's batch names,
@@ -20,7 +22,7 @@ Each phase takes what the ones before resolved; nothing is built twice.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jaxload.batch.hosts import this_host_rows
@@ -39,132 +41,60 @@ from jaxload.resolution.arguments import (
     rule_weights,
     source_weights,
 )
+from jaxload.resolution.request import LoaderRequest
 from jaxload.resolution.spec import LoaderSpec
-from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE, StarvedDatasets
+from jaxload.sampling.mixture import StarvedDatasets
 from jaxload.sampling.stream import SampleStream
-from jaxload.sampling.weights import MixtureWeights, as_weight_rule
+from jaxload.sampling.weights import as_weight_rule
 from jaxload.sources.read import ReadSpec
 from jaxload.sources.source import as_sources, open_sources, source_key_map
 from jaxload.sources.windows import warn_mostly_padded
 from jaxload.state import stream_fingerprint
 
 
-def resolve(
-    paths_or_datasets: Any,
-    *,
-    global_batch_size: int,
-    options: PipelineOptions,
-    seed: int = 0,
-    shuffle: bool = True,
-    num_epochs: int | None = None,
-    delta_timestamps: Any = None,
-    delta_frames: Any = None,
-    snap_windows: bool = False,
-    drop_n_first_frames: int = 0,
-    drop_n_last_frames: int = 0,
-    weights: Sequence[float] | MixtureWeights | str | None = None,
-    sharding: Any = None,
-    host_index: int | None = None,
-    host_count: int | None = None,
-    batch_transform: Callable | None = None,
-    mixture_block_size: int | None = DEFAULT_BLOCK_SIZE,
-    episodes: Any = None,
-    key_maps: Sequence[Mapping[str, str]] | None = None,
-    keys: Sequence[str] | None = None,
-    image_transforms: Any = None,
-    image_transforms_on: str = "auto",
-    storage_options: Mapping[str, Any] | None = None,
-    remote: Any = None,
-) -> tuple[LoaderSpec, OpenedDatasets]:
-    """(the `LoaderSpec`, the opened datasets) of make_loader's arguments (checked already;
-    `options` with `decode_device` and the deprecated shorthands folded in). The caller owns
-    the datasets (the `Loader` closes them)."""
-    read = resolve_read(
-        paths_or_datasets,
-        global_batch_size=global_batch_size,
-        seed=seed,
-        shuffle=shuffle,
-        num_epochs=num_epochs,
-        delta_timestamps=delta_timestamps,
-        delta_frames=delta_frames,
-        snap_windows=snap_windows,
-        drop_n_first_frames=drop_n_first_frames,
-        drop_n_last_frames=drop_n_last_frames,
-        weights=weights,
-        sharding=sharding,
-        host_index=host_index,
-        host_count=host_count,
-        mixture_block_size=mixture_block_size,
-        episodes=episodes,
-        key_maps=key_maps,
-        storage_options=storage_options,
-        remote=remote,
-    )
+def resolve(request: LoaderRequest, options: PipelineOptions) -> tuple[LoaderSpec, OpenedDatasets]:
+    """(the `LoaderSpec`, the opened datasets) of make_loader's arguments (`request`,
+    checked already; `options` with `decode_device` and the deprecated shorthands folded
+    in). The caller owns the datasets (the `Loader` closes them)."""
+    read = resolve_read(request)
     datasets = OpenedDatasets(read.datasets)
     options = resolve_options(read, options, datasets)
-    placement, specs = decide_placement(read, options, image_transforms, image_transforms_on)
-    spec = build_spec(
-        read,
-        placement,
-        options,
-        specs,
-        keys=keys,
-        batch_transform=batch_transform,
-        seed=seed,
-        shuffle=shuffle,
-        drop_n_first_frames=drop_n_first_frames,
-        drop_n_last_frames=drop_n_last_frames,
+    placement, specs = decide_placement(
+        read, options, request.image_transforms, request.image_transforms_on
     )
+    spec = build_spec(read, placement, options, specs, request)
     check_fits_in_memory(spec)
     return spec, datasets
 
 
-def resolve_read(
-    paths_or_datasets: Any,
-    *,
-    global_batch_size: int,
-    seed: int = 0,
-    shuffle: bool = True,
-    num_epochs: int | None = None,
-    delta_timestamps: Any = None,
-    delta_frames: Any = None,
-    snap_windows: bool = False,
-    drop_n_first_frames: int = 0,
-    drop_n_last_frames: int = 0,
-    weights: Sequence[float] | MixtureWeights | str | None = None,
-    sharding: Any = None,
-    host_index: int | None = None,
-    host_count: int | None = None,
-    mixture_block_size: int | None = DEFAULT_BLOCK_SIZE,
-    episodes: Any = None,
-    key_maps: Sequence[Mapping[str, str]] | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    remote: Any = None,
-) -> ReadSpec:
+def resolve_read(request: LoaderRequest) -> ReadSpec:
     """Phase 1, what is read: the sources, their datasets opened (windows in frames at each
     dataset's fps), the sample stream, each dataset's batch names and this host's rows.
 
     Example:
-        read = resolve_read("out/demo", global_batch_size=8, delta_frames={"action": range(4)})
+        read = resolve_read(
+            LoaderRequest("out/demo", global_batch_size=8, delta_frames={"action": range(4)})
+        )
     """
-    rule = as_weight_rule(weights)
+    r = request
+    rule = as_weight_rule(r.weights)
     sources = as_sources(
-        paths_or_datasets,
-        episodes=episodes,
-        delta_timestamps=delta_timestamps,
-        delta_frames=delta_frames,
-        snap_windows=snap_windows,
-        weights=None if rule is not None else weights,
-        key_maps=key_maps,
-        storage_options=storage_options,
+        r.paths_or_datasets,
+        episodes=r.episodes,
+        delta_timestamps=r.delta_timestamps,
+        delta_frames=r.delta_frames,
+        snap_windows=r.snap_windows,
+        weights=None if rule is not None else r.weights,
+        key_maps=r.key_maps,
+        storage_options=r.storage_options,
     )
-    datasets = open_sources(sources, remote=remote)
+    datasets = open_sources(sources, remote=r.remote)
     for source, dataset in zip(sources, datasets, strict=True):
         if len(dataset.episode_lengths) == 0:
             raise ValueError(f"{source.name}: no episodes to read (an empty episode selection)")
     names = tuple(s.name for s in sources)
-    warn_mostly_padded(names, datasets, drop_n_first_frames, drop_n_last_frames)
-    sizes = dataset_sizes(datasets, drop_n_first_frames, drop_n_last_frames)
+    warn_mostly_padded(names, datasets, r.drop_n_first_frames, r.drop_n_last_frames)
+    sizes = dataset_sizes(datasets, r.drop_n_first_frames, r.drop_n_last_frames)
     mixture_weights = (
         source_weights(sources)
         if rule is None or len(sources) == 1
@@ -175,11 +105,11 @@ def resolve_read(
         stream = SampleStream(
             [d.episode_lengths for d in datasets],
             weights=mixture_weights,
-            seed=seed,
-            shuffle=shuffle,
-            drop_n_first_frames=drop_n_first_frames,
-            drop_n_last_frames=drop_n_last_frames,
-            mixture_block_size=mixture_block_size,
+            seed=r.seed,
+            shuffle=r.shuffle,
+            drop_n_first_frames=r.drop_n_first_frames,
+            drop_n_last_frames=r.drop_n_last_frames,
+            mixture_block_size=r.mixture_block_size,
         )
     except StarvedDatasets as e:  # name them: a weight too small for any block
         check_shares(
@@ -191,19 +121,19 @@ def resolve_read(
         )
         raise
     check_shares(names, intended, mixture_weights, stream.mixture and stream.mixture.quota, rule)
-    check_yields_a_batch(stream.epoch_size, num_epochs, global_batch_size)
-    rows, host_count = this_host_rows(global_batch_size, sharding, host_index, host_count)
+    check_yields_a_batch(stream.epoch_size, r.num_epochs, r.global_batch_size)
+    rows, host_count = this_host_rows(r.global_batch_size, r.sharding, r.host_index, r.host_count)
     return ReadSpec(
         sources=tuple(sources),
         datasets=tuple(datasets),
         names=names,
         stream=stream,
         key_maps=tuple(source_key_map(s, d) for s, d in zip(sources, datasets, strict=True)),
-        global_batch_size=int(global_batch_size),
+        global_batch_size=int(r.global_batch_size),
         rows=rows,
         host_count=host_count,
-        sharding=sharding,
-        num_epochs=num_epochs,
+        sharding=r.sharding,
+        num_epochs=r.num_epochs,
     )
 
 
@@ -226,20 +156,15 @@ def build_spec(
     placement: Placement,
     options: PipelineOptions,
     specs: Sequence[Mapping[str, Any]],
-    *,
-    keys: Sequence[str] | None,
-    batch_transform: Callable | None,
-    seed: int,
-    shuffle: bool,
-    drop_n_first_frames: int,
-    drop_n_last_frames: int,
+    request: LoaderRequest,
 ) -> LoaderSpec:
     """Phase 4: the batch schema (each dataset's cameras as the readers deliver them, from
     the placement), the keys a batch holds, and the one `LoaderSpec`."""
     datasets: Sequence[EpisodeDataset] = read.datasets
     schema = BatchSchema(specs, read.key_maps)
+    batch_transform = request.batch_transform
     selection = key_selection(
-        keys,
+        request.keys,
         [*schema.fields, *schema.strings],
         mixture=len(datasets) > 1,
         transform=batch_transform,
@@ -260,10 +185,10 @@ def build_spec(
         schema=schema,
         keys=selection,
         global_batch_size=read.global_batch_size,
-        seed=int(seed),
-        shuffle=bool(shuffle),
-        drop_n_first_frames=int(drop_n_first_frames),
-        drop_n_last_frames=int(drop_n_last_frames),
+        seed=int(request.seed),
+        shuffle=bool(request.shuffle),
+        drop_n_first_frames=int(request.drop_n_first_frames),
+        drop_n_last_frames=int(request.drop_n_last_frames),
         num_epochs=read.num_epochs,
         rows=read.rows,
         host_count=read.host_count,

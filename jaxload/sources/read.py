@@ -5,7 +5,7 @@ stream, each dataset's batch names, and this host's rows of every global batch.
 Where video is decoded is measured on it (`jaxload.placement.choice`), before any loader
 spec exists::
 
-    read = resolve_read(paths, global_batch_size=64, ...)    # jaxload.resolution.resolve
+    read = resolve_read(LoaderRequest(paths, global_batch_size=64, ...))  # jaxload.resolution
     read.positions(0, k)                                    # this host's rows of batch k
 """
 

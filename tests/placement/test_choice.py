@@ -19,6 +19,7 @@ from jaxload.decode import backend
 from jaxload.placement import choice as decode_choice
 from jaxload.placement import decide as decide_module
 from jaxload.placement.choice import choose_by_rates, measure_decode_paths
+from jaxload.resolution.request import LoaderRequest
 from jaxload.resolution.resolve import resolve_read
 from tests.decode.test_nvdec import WINDOWS, SlowOnOneSide, two_camera_dataset
 
@@ -57,7 +58,9 @@ def test_the_measurement_finds_the_slow_side(dataset, slow, chosen):
     sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
     options = jaxload.PipelineOptions(num_workers=0, decode_threads=1).resolve()
     read = resolve_read(
-        dataset, global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS
+        LoaderRequest(
+            dataset, global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS
+        )
     )  # what is read: measured before any loader spec exists
     cameras = tuple(read.datasets[0].camera_keys)
     with backend.use(SlowOnOneSide(slow, delay=0.5)):

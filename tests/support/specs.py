@@ -11,6 +11,7 @@ from typing import Any
 
 from jaxload.episode_dataset import OpenedDatasets
 from jaxload.options import PipelineOptions
+from jaxload.resolution.request import LoaderRequest
 from jaxload.resolution.resolve import resolve
 from jaxload.resolution.spec import LoaderSpec
 from jaxload.storage.options import RemoteOptions
@@ -28,10 +29,8 @@ def loader_spec(
     kwargs.setdefault("host_index", 0)
     kwargs.setdefault("host_count", 1)
     return resolve(
-        paths_or_datasets,
-        global_batch_size=global_batch_size,
-        options=options or PipelineOptions(num_workers=0, read_threads=1),
-        **kwargs,
+        LoaderRequest(paths_or_datasets, global_batch_size=global_batch_size, **kwargs),
+        options or PipelineOptions(num_workers=0, read_threads=1),
     )
 
 
