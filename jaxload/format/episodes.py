@@ -33,7 +33,7 @@ from jaxload.format import layout, sealing
 from jaxload.format.columns import Columns, ColumnsGone, _attach
 from jaxload.format.episode_checks import check_gops, check_record_layout, check_table
 from jaxload.format.layout import DatasetInfo
-from jaxload.format.storage import DatasetStorage, LocalDirectory, open_parquet, read_parquet
+from jaxload.format.storage import DatasetStorage, open_parquet, read_parquet
 
 
 class StringLists:
@@ -332,7 +332,7 @@ def _cache_key(storage: DatasetStorage, info: DatasetInfo | None, relative: str)
     for the episode table, its fingerprint) and, for a local file, its inode, size and
     modification time. None when the file cannot be identified (no caching)."""
     fingerprint = info.fingerprint if info is not None else None
-    if isinstance(storage, LocalDirectory):
+    if storage.local_path is not None:
         import os
 
         try:

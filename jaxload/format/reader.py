@@ -27,7 +27,7 @@ from jaxload.format import layout
 from jaxload.format.episodes import Episodes, load_episodes, load_tasks
 from jaxload.format.layout import DatasetInfo
 from jaxload.format.probe import check_first_records
-from jaxload.format.storage import DatasetStorage, LocalDirectory, as_storage
+from jaxload.format.storage import DatasetStorage, as_storage
 
 # Frame-block records per read when streaming every frame (stats): few calls, bounded memory
 # (a pass over 100k one-block episodes: 1.24 s with 64, 0.58 s with 512; blocks are a few KB).
@@ -39,7 +39,7 @@ Where = str | os.PathLike | DatasetStorage  # a dataset's directory, or its stor
 def read_info(where: Where) -> DatasetInfo:
     """meta/info.json of the dataset at `where`, loaded and validated."""
     storage = as_storage(where)
-    if isinstance(storage, LocalDirectory) and not storage.is_directory():
+    if storage.local_path is not None and not os.path.isdir(storage.local_path):
         raise DatasetError(f"{storage.name}: no such directory (a jaxload dataset is a directory)")
     data = storage.read(layout.INFO_PATH)
     if data is None:
@@ -82,7 +82,7 @@ class DatasetFiles:
         self.info = read_info(self.storage)
         self.episodes = load_episodes(self.storage, self.info)
         self.readers = self.storage.record_reader(self.info, self.episodes.locate)
-        if check_records and isinstance(self.storage, LocalDirectory):
+        if check_records and self.storage.local_path is not None:
             # info.json against the records it describes (a remote dataset's records are
             # verified as they are fetched: no request at open)
             check_first_records(self)

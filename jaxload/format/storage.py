@@ -46,6 +46,13 @@ class DatasetStorage(Protocol):
 
     name: str  # the directory or the URL, as messages name the dataset
 
+    @property
+    def local_path(self) -> str | None:
+        """The dataset's directory on this machine's file system; None where its files are
+        elsewhere (an object store). Where it is set, files can be stat'ed and every record
+        read cheaply."""
+        ...
+
     def where(self, relative: str) -> str:
         """The file at `relative` (a layout path such as meta/info.json), as messages name it."""
         ...
@@ -73,6 +80,10 @@ class LocalDirectory:
         self.root = os.fspath(root)
         self.name = self.root
 
+    @property
+    def local_path(self) -> str:
+        return self.root
+
     def where(self, relative: str) -> str:
         return os.path.join(self.root, relative)
 
@@ -92,9 +103,6 @@ class LocalDirectory:
         from jaxload.format.shards import ShardReaders
 
         return ShardReaders(self.root, info, describe)
-
-    def is_directory(self) -> bool:
-        return os.path.isdir(self.root)
 
     def __repr__(self) -> str:
         return f"LocalDirectory({self.root!r})"

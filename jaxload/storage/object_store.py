@@ -47,6 +47,10 @@ class ObjectStore:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_fs": None}
 
+    @property
+    def local_path(self) -> None:
+        return None  # its files are in object storage, not on this machine
+
     def where(self, relative: str) -> str:
         return join(self.url, relative)
 

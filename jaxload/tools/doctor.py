@@ -36,7 +36,7 @@ from jaxload.format.mp4 import gop_num_frames
 from jaxload.format.probe import check_first_records
 from jaxload.format.reader import DatasetFiles, read_info, read_tasks
 from jaxload.format.shards import open_shard
-from jaxload.format.storage import DatasetStorage, LocalDirectory
+from jaxload.format.storage import DatasetStorage
 
 
 @dataclasses.dataclass
@@ -109,7 +109,7 @@ def _check(storage: DatasetStorage) -> list[CheckResult]:
         return _check_stats(storage)
 
     def shards():
-        read = _read_all_records if isinstance(storage, LocalDirectory) else _fetch_all_records
+        read = _read_all_records if storage.local_path is not None else _fetch_all_records
         state["records"] = read(state["files"])
         check_first_records(state["files"])  # what info.json says they hold
         return f"{state['info'].num_shards} shards, every record matches its checksum"

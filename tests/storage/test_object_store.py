@@ -24,6 +24,13 @@ def test_a_url_opens_an_object_store_and_a_directory_a_local_one(small_converted
     assert open_storage(URL, remote={"cache_bytes": 1 << 20}).remote.cache_bytes == 1 << 20
 
 
+def test_only_a_local_directory_has_a_local_path(small_converted):
+    """`local_path`: what the reader, the episode cache and the doctor ask instead of the
+    storage's class (stat a file, check records at open, read every record directly)."""
+    assert open_storage(URL).local_path is None
+    assert open_storage(small_converted).local_path == str(small_converted)
+
+
 def test_metadata_is_read_by_name_and_a_missing_object_is_none(monkeypatch, small_converted):
     serve_locally(monkeypatch, URL, small_converted)
     store = ObjectStore(URL)
