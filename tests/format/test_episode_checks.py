@@ -87,7 +87,7 @@ def test_missing_rows_are_counted_against_info_json(table):
             11,
             rf"episode 2, camera {CAM}: records start at 11, "
             r"expected 10 \(right after the previous ones\)",
-        ),  # fmt: skip
+        ),
         ("frames_record_start", 1, 4, "episode 1 starts at record 4 of shard 0, expected 5"),
     ],
 )
