@@ -9,8 +9,6 @@ tasks.parquet, episodes, stats.json, written by lerobot 0.4.4) and the goldens o
 
 import json
 import logging
-import pickle
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,8 +21,6 @@ import pytest
 import jaxload
 import jaxload.stats as S
 from jaxload.converters.convert import convert
-from jaxload.errors import DatasetError
-from jaxload.metadata import DatasetMetadata
 from jaxload.transforms import Normalize
 
 SHARED = ("h264_single", "tabular_only")
@@ -56,48 +52,6 @@ def _golden(src: Path, name: str, suffix: str = "") -> dict:
 
 
 # --- ds.meta and LeRobot's direct names ----------------------------------------------
-
-
-@pytest.mark.parametrize("name", SHARED)
-def test_meta_matches_lerobots_metadata(shared, shared_lerobot, name):
-    src = shared_lerobot / name
-    info = json.loads((src / "meta" / "info.json").read_text())
-    golden = _golden(src, name)
-    meta = jaxload.open(shared[name]).meta
-
-    assert (meta.fps, meta.total_frames, meta.total_episodes, meta.total_tasks) == (
-        info["fps"],
-        info["total_frames"],
-        info["total_episodes"],
-        info["total_tasks"],
-    )
-    assert (golden["fps"], golden["num_frames"]) == (meta.fps, meta.total_frames)
-    assert meta.camera_keys == meta.video_keys == sorted(golden["image_keys"])
-    assert meta.robot_type == info["robot_type"]
-
-    # features: LeRobot's info.json entries (shapes as tuples, as LeRobot loads them).
-    assert set(meta.features) == set(info["features"])
-    for key, theirs in info["features"].items():
-        ours = meta.features[key]
-        assert ours["dtype"] == theirs["dtype"], key
-        assert ours["shape"] == tuple(theirs["shape"]), key
-        assert ours["names"] == theirs["names"], key
-    assert meta.shapes == {k: tuple(f["shape"]) for k, f in info["features"].items()}
-
-    # tasks: task_index -> task, as in meta/tasks.parquet (indexed by the task string).
-    tasks = pq.read_table(src / "meta" / "tasks.parquet").to_pandas()
-    assert meta.tasks == {int(i): t for t, i in zip(tasks.index, tasks["task_index"])}
-
-    # episodes: LeRobot's boundary columns, row by row and as columns.
-    expected = _source_episodes(src)
-    assert list(meta.episodes) == expected and len(meta.episodes) == len(expected)
-    assert meta.episodes[3] == expected[3]
-    ends = [e["dataset_to_index"] for e in expected]
-    assert meta.episodes["dataset_to_index"].tolist() == ends
-
-    assert meta.info["fps"] == info["fps"] and meta.info["format"] == "jaxload"
-    loaded = DatasetMetadata.load(shared[name])
-    assert list(loaded.episodes) == expected and loaded.features == meta.features
 
 
 @pytest.mark.parametrize("name", SHARED)
@@ -138,67 +92,6 @@ def test_an_episode_selection_counts_like_lerobot(shared, shared_lerobot):
         assert [int(f["frame_index"]) for f in frames] == list(range(lengths[k]))
         first = episodes[episode]["dataset_from_index"]
         assert int(frames[0]["index"]) == first  # the source's global index
-
-
-def test_stats_are_the_stored_stats_in_lerobots_form(shared, shared_lerobot):
-    path, src = shared["h264_single"], shared_lerobot / "h264_single"
-    lerobot = json.loads((src / "meta" / "stats.json").read_text())
-    stored = S.load_stats(path)
-    stats = jaxload.open(path).stats
-    assert set(stats) == set(lerobot) == set(stored)
-    for key, entry in stats.items():
-        assert list(entry) == list(lerobot[key]), key  # LeRobot's stats and key order
-        for name, value in entry.items():
-            assert isinstance(value, np.ndarray), (key, name)
-            np.testing.assert_array_equal(value, stored[key].get(name))
-            assert value.shape == np.asarray(lerobot[key][name]).shape, (key, name)
-        scale = np.maximum(np.abs(entry["mean"]), entry["std"])
-        np.testing.assert_allclose(entry["mean"], lerobot[key]["mean"], atol=1e-5 * scale.max())
-        np.testing.assert_allclose(entry["std"], lerobot[key]["std"], rtol=1e-5, atol=1e-9)
-    # image stats are LeRobot's, copied
-    for name, value in stats["observation.image"].items():
-        np.testing.assert_array_equal(value, lerobot["observation.image"][name])
-    # LeRobot's dict form feeds Normalize directly
-    sample = jaxload.open(path)[7]
-    direct = Normalize(stats, {"action": "mean_std"})(sample)["action"]
-    from_path = Normalize.from_datasets(path, {"action": "mean_std"})(sample)["action"]
-    np.testing.assert_allclose(direct, from_path, rtol=1e-6)
-
-
-def test_metadata_is_read_only_and_stats_load_lazily(shared, tmp_path):
-    ds = jaxload.open(shared["h264_single"])
-    stats = ds.stats
-    stats["action"]["mean"][:] = 1e9
-    del stats["observation.state"]
-    assert "observation.state" in ds.stats and (ds.stats["action"]["mean"] < 1e9).all()
-    features = ds.features
-    features["action"]["shape"] = (99,)
-    assert ds.features["action"]["shape"] == (4,)
-    with pytest.raises(ValueError, match="read-only"):
-        ds.meta.episodes["length"][0] = 5
-    assert ds.episode_lengths[0] == ds.meta.episodes["length"][0]  # the dataset's own stays
-    # pickles (Grain workers) with its metadata
-    assert pickle.loads(pickle.dumps(ds)).meta.total_frames == ds.meta.total_frames
-
-    # open() does not read stats.json: a dataset without one opens and reads; `stats`
-    # names the missing file when asked.
-    copy = tmp_path / "no_stats"
-    shutil.copytree(shared["h264_single"], copy)
-    (copy / "meta" / "stats.json").unlink()
-    bare = jaxload.open(copy)
-    assert bare.meta.fps == 10 and int(bare[3]["index"]) == 3
-    with pytest.raises(DatasetError, match=r"no_stats/meta/stats.json: missing"):
-        _ = bare.stats
-
-
-def test_episode_table_lookup_errors(shared):
-    meta = jaxload.open(shared["h264_single"]).meta
-    with pytest.raises(IndexError, match=r"no episode 6 \(episodes: 0..5\)"):
-        meta.episodes[6]
-    with pytest.raises(KeyError, match="no column 'frames'"):
-        meta.episodes["frames"]
-    with pytest.raises(TypeError, match="column name or an episode_index"):
-        meta.episodes[1.0]
 
 
 # --- indexing ---------------------------------------------------------------------------
