@@ -574,62 +574,6 @@ def _settled(server, loader) -> dict | None:
     return stats if served == server.counters()["requests"] == stats["requests"] + probes else None
 
 
-def test_stats_of_processes_add_up_and_leave_out_the_one_that_fetched_nothing():
-    from jaxload.storage.stats_board import combine
-
-    def process(requests, hits, misses, bandwidth):
-        return {
-            "requests": requests, "bytes_fetched": 1000 * requests, "records_fetched": requests,
-            "waits": 0, "retries": 1, "cache_bytes": 10, "cache_budget_bytes": 100,
-            "cache_records": 1, "cache_hits": hits, "cache_misses": misses,
-            "cache_evictions": 0, "latency_ms": 10.0 * requests, "bandwidth_mb_s": bandwidth,
-            "coalesce_bytes": 1, "transport": "signed" if requests else None,
-        }  # fmt: skip
-
-    main, busy, idle = process(0, 0, 0, 100.0), process(30, 6, 2, 42.0), process(10, 2, 0, 7.0)
-    out = combine([main, busy, idle])
-    assert out["processes"] == 2 and out["cache_budget_bytes"] == 200  # the main one: out
-    assert out["requests"] == 40 and out["retries"] == 2
-    assert out["cache_hit_rate"] == 8 / 10
-    assert out["bandwidth_mb_s"] == 42.0  # measured by the busiest, not the main's default
-    assert out["latency_ms"] == (300 * 30 + 100 * 10) / 40
-    assert combine([main])["processes"] == 1  # nothing fetched yet: still a row
-
-
-def test_stats_of_ended_worker_processes_count_their_requests_but_not_their_caches():
-    # the workers of a pipeline the loader dropped (after a RemoteError) or closed left
-    # their snapshots: before, their caches and their number were added to the new ones'
-    import subprocess
-    import sys
-
-    from jaxload.storage.stats_board import StatsBoard, combine
-
-    board = StatsBoard()
-    stats = {"requests": 5, "bytes_fetched": 50, "cache_hits": 1, "cache_misses": 1,
-             "cache_bytes": 7, "cache_budget_bytes": 100, "cache_records": 2, "latency_ms": 1.0,
-             "transport": "signed"}  # fmt: skip
-    code = (
-        "import sys; from jaxload.storage.stats_board import StatsBoard; "
-        f"StatsBoard({board.directory!r}).publish('s3://b/ds', {stats!r}); "
-        "print('published', flush=True); sys.stdin.read()"
-    )
-    ended = subprocess.run([sys.executable, "-c", code], input="", capture_output=True, text=True)
-    assert "published" in ended.stdout, ended.stderr
-    running = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert running.stdout.readline().strip() == "published"
-        snapshots = board.read("s3://b/ds")
-        assert sorted(bool(s.get("ended")) for s in snapshots) == [False, True]
-        out = combine(snapshots)
-        assert out["processes"] == 1 and out["requests"] == 10 and out["bytes_fetched"] == 100
-        assert out["cache_bytes"] == 7 and out["cache_budget_bytes"] == 100
-        assert "ended" not in out
-    finally:
-        running.communicate("")
-
-
 def test_close_fails_fetches_in_flight_and_a_later_read_works(converted, clean):
     local = jaxload.open(converted, delta_timestamps=WINDOWS)
     remote = _remote(clean)
