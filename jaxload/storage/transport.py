@@ -79,20 +79,15 @@ class Transport:
         ranges = self.ranges()
         began = time.monotonic()
 
-        def gone() -> DatasetError:
-            return DatasetError(f"{self.url}: closed while fetching {relative}")
-
-        def attempt() -> bytes:
+        def attempt() -> bytes | None:
             if closed is not None and closed():
-                raise gone()
+                return None
             try:
                 return ranges.get(relative, start, end)
             except Exception:
                 if closed is None or not closed():
                     raise
-            # Closed meanwhile (the server may be gone too): raised outside the handler, as
-            # a transport error for its context would be retried.
-            raise gone()
+            return None  # closed meanwhile (the server may be gone too): not retried
 
         data = call_with_retries(
             attempt,
@@ -102,6 +97,8 @@ class Transport:
             missing=f"dataset {self.url}",
             warn=self._warn_retry,
         )
+        if data is None:  # raised here: call_with_retries would wrap it in a RemoteError
+            raise DatasetError(f"{self.url}: closed while fetching {relative}")
         self._measured(time.monotonic() - began, len(data))
         return data
 
