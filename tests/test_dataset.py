@@ -1,14 +1,17 @@
-"""LeRobot's metadata names on a jaxload dataset (`ds.meta`, `num_frames`, `features`,
-`stats`, `tasks`, `episode_data_index`, ...), slice/array indexing, `element_spec` as
+"""A converted dataset opened (jaxload.dataset.JaxloadDataset, `jaxload.open`): episode
+selection, windows, samples (strings, tasks, pads, cameras), the loader's read with frames
+still encoded, pickling; LeRobot's dataset names (`num_frames`, `features`, `stats`,
+`episode_data_index`, ...), slice/array indexing, `element_spec` as
 `jax.ShapeDtypeStruct`s, `jaxload.stats` and `Normalize` touching only its keys.
 
-Compared with what LeRobot gives on the shared fixtures: their meta/ files (info.json,
-tasks.parquet, episodes, stats.json, written by lerobot 0.4.4) and the goldens of
-`LeRobotDataset` (`num_frames`, `num_episodes`, items).
+A small factory dataset for the first; for the rest, compared with what LeRobot gives on
+the shared fixtures: their meta/ files and the goldens of `LeRobotDataset` (`num_frames`,
+`num_episodes`, items). `ds.meta` itself: tests/test_metadata.py.
 """
 
 import json
 import logging
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +24,9 @@ import pytest
 import jaxload
 import jaxload.stats as S
 from jaxload.converters.convert import convert
+from jaxload.errors import DatasetError
 from jaxload.transforms import Normalize
+from tests.support.lerobot_factory import string_value, write_lerobot_v3
 
 SHARED = ("h264_single", "tabular_only")
 TABULAR_DT = {"action": [k / 50 for k in range(32)], "observation.state": [-0.04, -0.02, 0.0]}
@@ -41,6 +46,30 @@ def shared(shared_lerobot, tmp_path_factory):
     return {n: _converted(tmp_path_factory, shared_lerobot / n) for n in SHARED}
 
 
+CAM = "observation.images.top"
+SMALL_LENGTHS = (3, 4, 2)
+
+
+def small_dataset(tmp_path_factory) -> Path:
+    """Three episodes, one 24x64 camera and a string feature (`language`), converted once
+    per session (runs without the shared fixtures)."""
+    out = tmp_path_factory.getbasetemp() / "converted" / "small"
+    if not out.exists():
+        src = write_lerobot_v3(
+            tmp_path_factory.mktemp("small") / "src",
+            episode_lengths=SMALL_LENGTHS,
+            cameras={CAM: (24, 64)},
+            string_features=("language",),
+        )
+        _converted(tmp_path_factory, src, "small")
+    return out
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    return small_dataset(tmp_path_factory)
+
+
 def _source_episodes(src: Path) -> list[dict]:
     columns = ["episode_index", "length", "dataset_from_index", "dataset_to_index", "tasks"]
     files = sorted((src / "meta" / "episodes").glob("*/*.parquet"))
@@ -49,6 +78,83 @@ def _source_episodes(src: Path) -> list[dict]:
 
 def _golden(src: Path, name: str, suffix: str = "") -> dict:
     return json.loads((src.parent / "golden" / f"{name}{suffix}.json").read_text())
+
+
+# --- a dataset opened: selection, windows, samples, the loader's read -------------------
+
+
+def test_a_dataset_opens_with_its_episodes_and_names(small):
+    ds = jaxload.open(small)
+    assert (len(ds), ds.num_frames, ds.num_episodes) == (9, 9, 3)
+    assert ds.name == str(small) and ds.camera_keys == [CAM]
+    assert repr(ds) == f"JaxloadDataset({str(small)!r}, frames=9, episodes=3, cameras=['{CAM}'])"
+    assert ds.episode_data_index["from"].tolist() == [0, 3, 7]
+    assert ds.content_fingerprint == ds.meta.info["fingerprint"]
+
+
+def test_an_episode_selection_serves_those_episodes_in_table_order(small):
+    ds = jaxload.open(small, episodes=[2, 0, 2])
+    assert ds.episode_index.tolist() == [0, 2] and ds.episode_lengths.tolist() == [3, 2]
+    assert [int(s["episode_index"]) for s in ds[:]] == [0, 0, 0, 2, 2]
+    assert [int(s["frame_index"]) for s in ds[:]] == [0, 1, 2, 0, 1]
+    with pytest.raises(
+        DatasetError,
+        match=r"small: episodes \[5, 7\] not in this dataset \(it has episodes 0\.\.2\)",
+    ):
+        jaxload.open(small, episodes=[0, 5, 7])
+
+
+def test_the_fingerprint_says_which_samples_a_view_serves(small):
+    whole = jaxload.open(small)
+    assert jaxload.open(small).fingerprint == whole.fingerprint
+    some = jaxload.open(small, episodes=[0, 1])
+    windowed = jaxload.open(small, delta_timestamps={"action": [0.0, 0.1]})
+    assert len({whole.fingerprint, some.fingerprint, windowed.fingerprint}) == 3
+    assert some.content_fingerprint == windowed.content_fingerprint == whole.content_fingerprint
+
+
+def test_a_window_that_is_not_whole_frames_names_the_dataset_and_its_fps(small):
+    with pytest.raises(jaxload.errors.WindowError, match=rf"^{small} \(10 fps\): .*action"):
+        jaxload.open(small, delta_timestamps={"action": [0.0, 0.05]})
+
+
+def test_samples_hold_values_strings_tasks_windows_and_pads(small):
+    ds = jaxload.open(small, delta_timestamps={"action": [-0.1, 0.0, 0.1], CAM: [-0.1, 0.0]})
+    sample = ds[3]  # episode 1, frame 0
+    assert (int(sample["episode_index"]), int(sample["frame_index"])) == (1, 0)
+    assert sample["language"] == string_value("language", 1, 0)
+    assert sample["task"] == ds.tasks[int(sample["task_index"])]
+    assert sample["action_is_pad"].tolist() == [True, False, False]  # before the episode
+    np.testing.assert_array_equal(sample["action"][0], sample["action"][1])  # clamped
+    assert sample[CAM].shape == (2, 24, 64, 3) and sample[CAM].dtype == np.uint8
+    assert ds[6]["action_is_pad"].tolist() == [False, False, True]  # the episode's last frame
+    assert jaxload.open(small)[0][CAM].shape == (24, 64, 3)  # no window: one frame
+    spec = ds.element_spec()
+    assert spec["language"].dtype == np.dtype(str) and "task" not in spec
+    assert spec[CAM].shape == (2, 24, 64, 3) and spec["action"].shape == (3, 4)
+
+
+def test_the_loaders_read_gives_the_samples_with_frames_still_encoded(small):
+    ds = jaxload.open(small, delta_timestamps={CAM: [-0.1, 0.0]})
+    positions = [8, 0, 4]
+    samples, videos = ds.read(positions)
+    assert list(videos) == [CAM] and all(CAM not in s for s in samples)
+    frames = videos[CAM].decode()
+    for b, sample in enumerate(ds[positions]):
+        np.testing.assert_array_equal(frames[b], sample[CAM])
+        np.testing.assert_array_equal(samples[b]["action"], sample["action"])
+    plan = ds.plan_read(positions)
+    keys = ds.record_keys(positions)
+    assert keys.shape[1] == 2 and np.array_equal(plan.record_keys(), keys)
+    planned, _ = ds.read_encoded(positions, plan=plan)
+    assert [int(s["index"]) for s in planned] == [8, 0, 4]
+
+
+def test_a_dataset_pickles_with_its_selection(small):
+    ds = jaxload.open(small, episodes=[1], delta_timestamps={"action": [0.0, 0.1]})
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.fingerprint == ds.fingerprint and copy.episode_index.tolist() == [1]
+    np.testing.assert_array_equal(copy[2]["action"], ds[2]["action"])
 
 
 # --- ds.meta and LeRobot's direct names ----------------------------------------------

@@ -18,8 +18,7 @@ from jaxload.errors import DatasetError
 from jaxload.format.storage import LocalDirectory
 from jaxload.metadata import DatasetMetadata, lerobot_features, shape_dtype_structs
 from jaxload.transforms import Normalize
-from tests.support.lerobot_factory import write_lerobot_v3
-from tests.test_dataset import SHARED, _converted, _golden, _source_episodes
+from tests.test_dataset import SHARED, _converted, _golden, _source_episodes, small_dataset
 
 CAM = "observation.images.top"
 
@@ -32,14 +31,7 @@ def shared(shared_lerobot, tmp_path_factory):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """Three episodes, one 24x64 camera and a string feature, converted."""
-    root = tmp_path_factory.mktemp("metadata")
-    src = write_lerobot_v3(
-        root / "src",
-        episode_lengths=(3, 4, 2),
-        cameras={CAM: (24, 64)},
-        string_features=("language",),
-    )
-    return _converted(tmp_path_factory, src, "metadata_small")
+    return small_dataset(tmp_path_factory)
 
 
 def test_metadata_loads_from_a_path_or_a_storage_under_lerobots_names(small):
