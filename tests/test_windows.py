@@ -1,8 +1,18 @@
+"""Windows in frames (jaxload.windows): delta_timestamps checked against the frame grid
+and turned into frame offsets, delta_frames taken as they are, and the frames a window
+reads inside its episode, with pads."""
+
 import numpy as np
 import pytest
 
 from jaxload.errors import WindowError
-from jaxload.windows import resolve_delta_timestamps, window_frames
+from jaxload.windows import (
+    frames_on_grid,
+    off_grid_message,
+    resolve_delta_timestamps,
+    resolve_windows_in_frames,
+    window_frames,
+)
 
 
 def test_offsets_are_rounded_frame_multiples():
@@ -54,3 +64,39 @@ def test_an_offset_past_int64_is_refused_with_the_key(offset):
     with pytest.raises(WindowError, match=r"delta_timestamps\['action'\]: .* more than 2\*\*40"):
         resolve_delta_timestamps({"action": [0.0, offset]}, fps=10, valid_keys=["action"])
     assert isinstance(WindowError("x"), ValueError)
+
+
+def test_windows_in_frames_are_kept_as_the_integers_they_are():
+    offsets = resolve_windows_in_frames(
+        {"action": [0.0, 0.1]}, {"state": [-1, 0], "cam": np.array([-2.0, 0.0])}, 10,
+        ["action", "state", "cam"],
+    )  # fmt: skip
+    assert {k: v.tolist() for k, v in offsets.items()} == {
+        "action": [0, 1], "state": [-1, 0], "cam": [-2, 0],
+    }  # fmt: skip
+    assert offsets["cam"].dtype == np.int64 and offsets["state"].dtype == np.int64
+    assert resolve_windows_in_frames(None, None, 10, ["a"]) == {}
+
+
+@pytest.mark.parametrize(
+    "frames, message",
+    [
+        ({"nope": [0]}, r"delta_frames: unknown key 'nope'; this dataset has action, state"),
+        ({"action": [0]}, r"'action' given both in delta_timestamps and delta_frames"),
+        ({"state": []}, r"delta_frames\['state'\] is empty"),
+        ({"state": [0.5, 1.0]}, r"\[0\.5, 1\.0\] are not whole frames; delta_frames counts"),
+        ({"state": [float("nan")]}, r"are not whole frames"),
+        ({"state": [2**41]}, r"delta_frames\['state'\]: offsets past 2\*\*40 frames"),
+    ],
+)
+def test_bad_windows_in_frames_are_refused_naming_the_key(frames, message):
+    with pytest.raises(WindowError, match=message):
+        resolve_windows_in_frames({"action": [0.0]}, frames, 10, ["state", "action"])
+
+
+def test_the_grid_check_finds_the_nearest_frames_and_says_them():
+    frames, bad = frames_on_grid(np.array([0.0, 0.04, 0.05, -0.04]), fps=25)
+    assert frames.tolist() == [0, 1, 1, -1] and bad.tolist() == [False, False, True, False]
+    message = off_grid_message("action", [0.0, 0.05], 25)
+    assert message.startswith("delta_timestamps['action']: [0.05] s are not multiples of 1/fps")
+    assert "the nearest valid values are [0.04] (frames [1])" in message

@@ -153,3 +153,82 @@ def test_access_denied_points_at_the_credentials_of_the_store_in_question(url, h
     assert hint in str(error.value)
     if not url.startswith("hf://"):
         assert "hf auth" not in str(error.value)
+
+
+# --- the policy, the loop and the messages, without a client library --------------------
+
+
+def test_the_backoff_doubles_up_to_its_cap_with_a_reproducible_jitter():
+    policy = RetryPolicy(attempts=8, base_delay=1.0, max_delay=4.0, jitter=0.5)
+    delays = [policy.delay(r, "s3://b/x") for r in range(5)]
+    for r, d in enumerate(delays):
+        full = min(4.0, 2.0**r)
+        assert full * 0.5 <= d <= full, (r, d)
+    assert delays == [policy.delay(r, "s3://b/x") for r in range(5)]  # a pure function
+    assert delays != [policy.delay(r, "s3://b/y") for r in range(5)]  # differs per file
+    assert RetryPolicy(jitter=0.0, base_delay=0.5).delay(1, "x") == 1.0
+    with pytest.raises(ValueError, match="attempts must be >= 1, got 0"):
+        RetryPolicy(attempts=0)
+
+
+def test_transient_errors_are_retried_counted_and_said_then_succeed():
+    calls, said, waited = [], [], []
+    policy = RetryPolicy(attempts=3, base_delay=0.0, sleep=waited.append)
+    counter = retry.RetryCounter()
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise TimeoutError("read timed out")
+        return b"ok"
+
+    out = retry.call_with_retries(
+        flaky, what="s3://b/ds/x", policy=policy, counter=counter, warn=lambda *a: said.append(a)
+    )
+    assert out == b"ok" and counter.retries == 2 and len(waited) == 2
+    assert said[0][1:3] == ("s3://b/ds/x", "TimeoutError: read timed out")
+
+
+def test_a_missing_file_is_not_retried_and_says_what_it_was_for():
+    calls = []
+
+    def missing():
+        calls.append(1)
+        raise FileNotFoundError("no such key")
+
+    with pytest.raises(RemoteError, match=r"^s3://b/ds/x: missing \(video of episode 3\): "
+                       r"FileNotFoundError: no such key") as raised:  # fmt: skip
+        retry.call_with_retries(missing, what="s3://b/ds/x", policy=NO_WAIT,
+                                missing="video of episode 3")  # fmt: skip
+    assert raised.value.kind == MISSING and calls == [1]
+
+
+def test_an_unreachable_host_fails_at_once_when_asked_to():
+    calls = []
+
+    def unreachable():
+        calls.append(1)
+        raise OSError("cannot connect") from ConnectionRefusedError("connection refused")
+
+    with pytest.raises(RemoteError) as raised:
+        retry.call_with_retries(
+            unreachable, what="https://h/x", policy=NO_WAIT, fail_fast_unreachable=True
+        )
+    assert raised.value.kind == retry.UNREACHABLE and calls == [1]
+    assert "caused by ConnectionRefusedError: connection refused" in str(raised.value)
+    with pytest.raises(RemoteError, match="giving up after 3 attempts"):  # without: retried
+        retry.call_with_retries(unreachable, what="https://h/x", policy=NO_WAIT)
+    assert len(calls) == 4
+
+
+def test_classify_reads_the_outermost_error_when_no_cause_says_more():
+    assert classify(ConnectionResetError()) == TRANSIENT
+    assert classify(PermissionError("denied")) == AUTH
+    assert classify(ValueError("bad")) == PERMANENT
+    assert classify(TypeError("__init__() got an unexpected keyword argument 'endpoint'")) == (
+        PERMANENT
+    )
+    message = retry._final_message(
+        "s3://b/x", PERMANENT, TypeError("got an unexpected keyword argument 'endpoint'"), None
+    )
+    assert "a storage_options name the filesystem does not take" in message
