@@ -97,7 +97,7 @@ def test_same_seed_and_position_give_identical_pixels_in_a_fresh_process():
         import hashlib, sys
         import numpy as np
         sys.path.insert(0, {str(REPO)!r})
-        from tests.transforms.test_image_transforms import AUGMENT, _frames
+        from tests.transforms.test_compose import AUGMENT, _frames
         from jaxload.transforms import ImageTransforms
         out = ImageTransforms(AUGMENT).apply({{"c": _frames()}}, np.arange(100, 108), seed=7)
         print(hashlib.sha256(out["c"].tobytes()).hexdigest())
@@ -256,7 +256,7 @@ DEVICE_SCRIPT = textwrap.dedent(
     from jax.sharding import NamedSharding, PartitionSpec as P
     sys.path.insert(0, sys.argv[2])
     import jaxload
-    from tests.transforms.test_image_transforms import AUGMENT
+    from tests.transforms.test_compose import AUGMENT
     if __name__ == "__main__":
         mesh = jax.make_mesh((jax.device_count(),), ("data",))
         sharding = NamedSharding(mesh, P("data"))
