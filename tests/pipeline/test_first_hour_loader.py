@@ -1,11 +1,10 @@
 """A new user's first hour with make_loader (issue 18): batches go into `jax.jit` as they
 come, `keys=` keeps strings, `dataset_index` only in mixtures, a readable `Loader` repr,
-and scripts without `if __name__ == "__main__":` get an explanation instead of a worker
-crash. Real converted datasets throughout, real worker processes in the script tests."""
+(scripts without `if __name__ == "__main__":`: tests/workers/test_main_guard.py). Real
+converted datasets throughout, real worker processes in the script tests."""
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
@@ -20,7 +19,6 @@ import pytest
 import jaxload
 from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError
-from jaxload.workers.main_guard import UNGUARDED_EXIT_CODE, _unconditional
 from tests.support.lerobot_factory import write_lerobot_v3
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,119 +197,3 @@ def test_sharded_batches_go_into_a_jitted_step_with_explicit_and_auto_mesh_axes(
     run = _run_script(tmp_path, SHARDED_JIT, datasets[0], devices=4)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.count("OK") == 2, run.stdout
-
-
-# -- scripts without `if __name__ == "__main__":` -----------------------------------------------
-
-UNGUARDED = """
-import sys
-import jaxload
-
-print("top level ran", flush=True)
-loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, options=jaxload.PipelineOptions(num_workers=2))
-for step, batch in zip(range(2), loader):
-    pass
-print("done")
-"""
-
-# Under an `if` that is no __main__ guard: the training process cannot tell before it
-# starts the workers, so the workers' exit status says it.
-UNGUARDED_UNDER_AN_IF = """
-import sys
-import jaxload
-
-print("top level ran", flush=True)
-if len(sys.argv) > 1:
-    loader = jaxload.make_loader(sys.argv[1], global_batch_size=4, options=jaxload.PipelineOptions(num_workers=2))
-    for step, batch in zip(range(2), loader):
-        pass
-print("done")
-"""
-
-GUARDED = """
-import sys
-import jaxload
-
-
-def main():
-    print("main ran", flush=True)
-    with jaxload.make_loader(sys.argv[1], global_batch_size=4, options=jaxload.PipelineOptions(num_workers=2)) as loader:
-        batches = [next(loader) for _ in range(3)]
-        print("batches", len(batches), loader, flush=True)
-
-
-if __name__ == "__main__":
-    main()
-"""
-
-
-@pytest.mark.processes
-def test_an_unguarded_script_is_explained_before_any_worker_starts(datasets, tmp_path):
-    run = _run_script(tmp_path, UNGUARDED, datasets[0])
-    assert run.returncode != 0
-    last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("jaxload.errors.UnguardedScriptError: ")
-    assert f"{tmp_path / 'script.py'}, line 7, starts 2 loader worker processes" in last
-    assert 'if __name__ == "__main__":' in last and "num_workers=0" in last
-    assert 'docs/LOADER.md, "Worker processes and the `__main__` guard"' in last
-    assert run.stdout.count("top level ran") == 1 and "done" not in run.stdout  # no worker ran
-    assert "terminated unexpectedly" not in run.stderr
-
-
-@pytest.mark.processes
-def test_a_worker_that_re_runs_an_unguarded_script_is_explained(datasets, tmp_path):
-    run = _run_script(tmp_path, UNGUARDED_UNDER_AN_IF, datasets[0])
-    assert run.returncode != 0
-    last = run.stderr.strip().splitlines()[-1]
-    assert last.startswith("jaxload.errors.UnguardedScriptError: a loader worker process ran")
-    assert "script.py again" in last and 'if __name__ == "__main__":' in last
-    said = f"ran the top level of {tmp_path / 'script.py'} again and reached a loader's start"
-    assert said in run.stderr and f"Exiting with status {UNGUARDED_EXIT_CODE}" in run.stderr
-    assert "done" not in run.stdout
-
-
-@pytest.mark.processes
-def test_a_guarded_script_runs_its_workers(datasets, tmp_path):
-    run = _run_script(tmp_path, GUARDED, datasets[0])
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.count("main ran") == 1
-    assert "batches 3 Loader(" in run.stdout and "workers=2" in run.stdout
-
-
-SOURCE = """\
-import x
-loader = make()
-for batch in loader:
-    if batch:
-        print(1)
-if __name__ == "__main__":
-    for batch in loader:
-        pass
-while True:
-    next(loader)
-while running:
-    next(loader)
-try:
-    next(loader)
-except E:
-    next(loader)
-__name__ == "__main__" and main()
-"""
-
-
-@pytest.mark.parametrize(
-    ("line", "unconditional"),
-    [
-        (2, True),  # loader = make()
-        (3, True),  # for batch in loader:
-        (5, False),  # under `if batch:`
-        (7, False),  # under the __main__ guard
-        (10, True),  # under `while True:`
-        (12, False),  # under `while running:`
-        (14, True),  # in a try
-        (16, True),  # in its except
-        (17, False),  # `__name__ == "__main__" and main()`
-    ],
-)
-def test_which_top_level_lines_every_worker_runs_again(line, unconditional):
-    assert _unconditional(ast.parse(SOURCE).body, line) is unconditional

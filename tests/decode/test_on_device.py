@@ -11,56 +11,9 @@ import pytest
 import torch
 
 import jaxload
-from jaxload.converters.convert import convert
-from jaxload.decode import backend
-from jaxload.decode.backend import TorchcodecBackend
 from jaxload.decode.on_device import to_jax
 from jaxload.placement.device import probe_decode, probe_torchcodec_cuda
-from tests.support.lerobot_factory import decode_frame_leds, write_lerobot_v3
-
-CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}
-WINDOWS = {"observation.images.top": [-0.1, 0.0], "action": [0.0, 0.1]}
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dev")
-    src = write_lerobot_v3(root / "src", episode_lengths=(12, 3, 30, 9), cameras=CAMERAS)
-    convert(src, root / "ds", workers=1, gop=4, progress=False)
-    return root / "ds"
-
-
-def test_encoded_frames_decode_to_the_samples_frames(dataset):
-    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
-    positions = [0, 5, 13, 40, 53, 20]
-    samples = ds.__getitems__(positions)
-    bare, videos = ds.read_encoded(positions)
-    assert "observation.images.top" not in bare[0]
-    top = videos["observation.images.top"].decode()
-    wrist = videos["observation.images.wrist"].decode()
-    assert top.shape == (6, 2, 48, 64, 3) and wrist.shape == (6, 1, 40, 72, 3)
-    for b, s in enumerate(samples):
-        np.testing.assert_array_equal(top[b], s["observation.images.top"])
-        np.testing.assert_array_equal(wrist[b, 0], s["observation.images.wrist"])
-        assert decode_frame_leds(wrist[b, 0]) == int(s["frame_index"])
-
-
-class CountingBackend(TorchcodecBackend):
-    """The real torchcodec backend, counting the decoders opened (the decode seam)."""
-
-    def __init__(self):
-        self.opened = []
-
-    def open(self, mp4, device):
-        self.opened.append(device)
-        return super().open(mp4, device)
-
-
-def test_one_decoder_per_camera_size_per_batch(dataset):
-    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
-    with backend.use(CountingBackend()) as counting:
-        ds.__getitems__(list(range(0, 54, 2)))  # 27 samples spread over every GOP
-    assert counting.opened == ["cpu"] * len(CAMERAS)  # the two cameras differ in size
+from tests.decode.conftest import CAMERAS, WINDOWS
 
 
 def test_probe_decode_runs_the_reader_path_on_cpu(dataset):
@@ -90,31 +43,6 @@ def test_a_read_plan_is_used_only_for_its_own_positions(dataset):
             np.testing.assert_array_equal(got[1][cam], want[1][cam])
     keys = ds.plan_read(positions).record_keys()
     assert keys.shape[1] == 2 and (np.diff(keys[:, 0] << 40 | keys[:, 1]) > 0).all()
-
-
-def test_a_frame_past_its_gop_record_is_refused_naming_the_camera(dataset):
-    """A frame index the GOP table placed past the end of its GOP record (the record holds
-    4 frames at GOP 4) would be the next GOP's frame, or a raw IndexError of the decoder."""
-    import dataclasses
-
-    from jaxload.errors import DatasetError
-
-    ds = jaxload.open(dataset)
-    _, videos = ds.read_encoded([0, 1])
-    video = videos["observation.images.top"]
-    wrong = dataclasses.replace(video, frame_index=video.frame_index + 4)
-    with pytest.raises(DatasetError, match=r"camera observation\.images\.top, .*frame 4 of a GOP "
-                       r"record holding 4 frames was asked for"):  # fmt: skip
-        wrong.decode()
-
-
-def test_select_keeps_only_the_rows_gops(dataset):
-    ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
-    _, videos = ds.read_encoded([0, 1, 40, 41])
-    video = videos["observation.images.top"]
-    part = video.select(slice(2, 4))
-    assert len(part.gops) < len(video.gops)
-    np.testing.assert_array_equal(part.decode(), video.decode()[2:4])
 
 
 def test_dlpack_hand_off_is_zero_copy(dataset):

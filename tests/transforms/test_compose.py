@@ -1,7 +1,8 @@
 """Image transforms keyed by (seed, global position): the same pixels for a position in any
-process, worker count, host count and after an Orbax restore; each step does what its
-docstring says; CPU (numpy/OpenCV/torch) and device (JAX) implementations agree within the
-tolerance docs/LOADER.md states; bad arguments get clear errors.
+process, worker count, host count and after an Orbax restore; CPU (numpy/OpenCV/torch)
+and device (JAX) implementations agree within the tolerance docs/LOADER.md states; bad
+arguments get clear errors. What each step does: test_geometry.py, test_color.py,
+test_base.py.
 
 Everything is real: converted ArrayRecord datasets, torchcodec decodes, Grain worker
 processes, Orbax checkpoints. The "devices" are JAX CPU devices (no GPU here); the device
@@ -27,7 +28,6 @@ from jaxload.converters.convert import convert
 from jaxload.transforms import (
     CenterCrop,
     ColorJitter,
-    ImageTransform,
     ImageTransforms,
     RandomCrop,
     RandomResizedCrop,
@@ -97,7 +97,7 @@ def test_same_seed_and_position_give_identical_pixels_in_a_fresh_process():
         import hashlib, sys
         import numpy as np
         sys.path.insert(0, {str(REPO)!r})
-        from tests.transforms.test_image_transforms import AUGMENT, _frames
+        from tests.transforms.test_compose import AUGMENT, _frames
         from jaxload.transforms import ImageTransforms
         out = ImageTransforms(AUGMENT).apply({{"c": _frames()}}, np.arange(100, 108), seed=7)
         print(hashlib.sha256(out["c"].tobytes()).hexdigest())
@@ -256,7 +256,7 @@ DEVICE_SCRIPT = textwrap.dedent(
     from jax.sharding import NamedSharding, PartitionSpec as P
     sys.path.insert(0, sys.argv[2])
     import jaxload
-    from tests.transforms.test_image_transforms import AUGMENT
+    from tests.transforms.test_compose import AUGMENT
     if __name__ == "__main__":
         mesh = jax.make_mesh((jax.device_count(),), ("data",))
         sharding = NamedSharding(mesh, P("data"))
@@ -303,75 +303,6 @@ def test_loader_transforms_on_devices_match_the_cpu_path(dataset):
         mean, share, largest = _difference(cpu, np.array(got[name]))
         assert mean <= MEAN_TOLERANCE and share <= OFF_BY_MORE_THAN_ONE, name
         assert largest <= MAX_TOLERANCE, name
-
-
-# -- what each step does -------------------------------------------------------------------
-
-
-def test_resize_with_pad_keeps_the_aspect_ratio_and_centers_the_picture():
-    frames = np.full((1, 1, 60, 80, 3), 200, np.uint8)
-    out = ResizeWithPad((40, 40)).apply_numpy(frames, {})
-    # 80x60 fits 40x40 as 40x30 (openpi: int(60 / 2)), padding 5 rows above, 5 below
-    assert out.shape == (1, 1, 40, 40, 3)
-    assert (out[0, 0, :5] == 0).all() and (out[0, 0, 35:] == 0).all()
-    assert (out[0, 0, 5:35] == 200).all()
-
-
-def test_crops_cut_where_their_parameters_say():
-    frames = _frames(4)[:, None]
-    np.testing.assert_array_equal(
-        CenterCrop((20, 30)).apply_numpy(frames, {}), frames[:, :, 20:40, 25:55]
-    )
-    crop = RandomCrop((20, 30))
-    params = crop.draw(np.random.default_rng(0).random((4, 2)), (60, 80))
-    out = crop.apply_numpy(frames, params)
-    for r in range(4):
-        t, l = params["top"][r], params["left"][r]  # noqa: E741
-        np.testing.assert_array_equal(out[r], frames[r, :, t : t + 20, l : l + 30])
-    assert params["top"].max() <= 40 and params["left"].max() <= 50
-
-
-def test_random_resized_crop_boxes_follow_scale_and_ratio():
-    step = RandomResizedCrop(32, scale=(0.2, 0.6), ratio=(0.5, 2.0))
-    p = step.draw(np.random.default_rng(1).random((5000, step.num_uniforms)), (60, 80))
-    area = p["height"] * p["width"] / (60 * 80)
-    aspect = p["width"] / p["height"]
-    assert area.min() >= 0.18 and area.max() <= 0.62  # rounding to whole pixels
-    assert aspect.min() >= 0.45 and aspect.max() <= 2.1
-    assert (p["top"] >= 0).all() and (p["top"] + p["height"] <= 60).all()
-    assert (p["left"] >= 0).all() and (p["left"] + p["width"] <= 80).all()
-    # no try can fit a 1:20 box into 60x80: the whole frame cut to the nearest ratio
-    thin = RandomResizedCrop(32, scale=(0.9, 1.0), ratio=(20.0, 30.0))
-    q = thin.draw(np.random.default_rng(2).random((3, thin.num_uniforms)), (60, 80))
-    assert (q["width"] == 80).all() and (q["height"] == 4).all() and (q["top"] == 28).all()
-
-
-def test_rotation_turns_counter_clockwise_like_opencv():
-    frame = np.zeros((1, 1, 41, 41, 3), np.uint8)
-    frame[0, 0, 20, 30] = 255  # right of the center
-    step = RandomRotation((90, 90))
-    out = step.apply_numpy(frame, step.draw(np.zeros((1, 1)), (41, 41)))
-    y, x = np.unravel_index(out[0, 0, ..., 0].argmax(), (41, 41))
-    assert (y, x) == (10, 20)  # now above the center
-    forward = cv2.warpAffine(frame[0, 0], cv2.getRotationMatrix2D((20, 20), 90, 1.0), (41, 41))
-    np.testing.assert_array_equal(out[0, 0], forward)
-
-
-def test_color_jitter_identity_grey_and_brightness():
-    frames = _frames(2)[:, None]
-    same = ColorJitter()
-    np.testing.assert_array_equal(
-        same.apply_numpy(frames, same.draw(np.zeros((2, 4)), (60, 80))), frames
-    )
-    grey = ColorJitter(saturation=(0.0, 0.0))
-    out = grey.apply_numpy(frames, grey.draw(np.zeros((2, 4)), (60, 80))).astype(int)
-    assert (
-        np.abs(out[..., 0] - out[..., 1]).max() <= 1
-        and np.abs(out[..., 1] - out[..., 2]).max() <= 1
-    )
-    dark = ColorJitter(brightness=(0.5, 0.5))
-    out = dark.apply_numpy(frames, dark.draw(np.zeros((2, 4)), (60, 80))).astype(int)
-    assert np.abs(out - np.round(frames / 2)).max() <= 1
 
 
 # -- bad arguments ---------------------------------------------------------------------------
@@ -426,17 +357,3 @@ def test_cpu_transforms_of_frames_decoded_on_the_devices_are_refused(dataset):
             decode_device="device",
             sharding=sharding,
         )
-
-
-def test_a_custom_step_subclasses_image_transform():
-    class Invert(ImageTransform):
-        def apply_numpy(self, frames, params):
-            return 255 - frames
-
-        def apply_jax(self, frames, params):
-            return 255.0 - frames
-
-    frames = _frames(2)
-    np.testing.assert_array_equal(
-        ImageTransforms([Invert()]).apply({"c": frames}, np.arange(2), 0)["c"], 255 - frames
-    )
