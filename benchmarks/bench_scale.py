@@ -66,6 +66,15 @@ import jaxload, jaxload.converters
 for module in (jaxload, jaxload.converters):
     if not os.path.realpath(module.__file__).startswith(os.path.realpath(os.getcwd())):
         sys.exit(f"{module.__name__} imports from {module.__file__}, not this tree {os.getcwd()}")
+def worker_processes():
+    # Spawned by the trainer, or forked by the fork server it started (jaxload.workers.fork_server).
+    try:
+        from jaxload.workers.processes import worker_pids
+    except ImportError:  # a tree before the fork server: spawned children only
+        return [p for p in me.children() if "spawn_main" in " ".join(p.cmdline())]
+    return [psutil.Process(pid) for pid in worker_pids()]
+def fork_servers():
+    return [p for p in me.children() if "multiprocessing.forkserver" in " ".join(p.cmdline())]
 """
 
 # One side's measurement of a loader, in a fresh process with its tree first on sys.path.
@@ -104,7 +113,7 @@ began = time.perf_counter()
 for _ in range(args["batches"]):
     next(loader)
 out["samples_per_s"] = args["batches"] * args["batch_size"] / (time.perf_counter() - began)
-workers = [p for p in me.children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+workers = worker_processes()
 out["rss"] = me.memory_info().rss
 out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 out["worker_rss"] = [p.memory_info().rss for p in workers]
@@ -136,9 +145,10 @@ def pss(pid):
     with open(f"/proc/{pid}/smaps_rollup") as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith("Pss:"))
 def sample():
-    workers = [p for p in me.children() if "spawn_main" in " ".join(p.cmdline())]
+    workers = worker_processes()
     return {"trainer": {"files": len(os.listdir(f"/proc/{me.pid}/fd")),
                         "rss": me.memory_info().rss, "pss": pss(me.pid)},
+            "servers": [{"rss": s.memory_info().rss, "pss": pss(s.pid)} for s in fork_servers()],
             "workers": [{"files": len(os.listdir(f"/proc/{w.pid}/fd")),
                          "rss": w.memory_info().rss, "pss": pss(w.pid)} for w in workers]}
 out = {"load_before": os.getloadavg()[0]}
@@ -338,18 +348,27 @@ def cmd_plateau(args) -> dict:
     results: dict = {}
     for r in range(args.repeats):
         for name, (path, per_shard) in datasets.items():
-            for workers in args.worker_counts:
+            for workers, start in _worker_starts(args.worker_counts, args.worker_start, r):
                 for open_first in (False, True) if name == "droid" and workers == 0 else (False,):
                     batches = args.batches if name == "droid" else min(args.batches, 60)
                     config = dict(path=str(path), open_first=open_first, workers=workers,
                                   fps=scale_data.DROID_FPS, batch_size=32, batches=batches,
                                   every=max(1, batches // 6), episodes_per_shard=per_shard)  # fmt: skip
-                    got = run_in_tree(MEASURE_PLATEAU, REPO_ROOT, config, timeout=3600)
+                    env = {"JAXLOAD_WORKER_START": start} if start else None
+                    got = run_in_tree(MEASURE_PLATEAU, REPO_ROOT, config, env=env, timeout=3600)
                     key = f"{name}, {workers} workers" + (", after open" if open_first else "")
+                    key += f", {start}" if start and len(args.worker_start) > 1 else ""
                     results.setdefault(key, []).append(got)
                     print(f"round {r + 1} {key}: {_brief_plateau(got)}", flush=True)
     _print_plateau(results)
     return results
+
+
+def _worker_starts(counts: list[int], starts: list[str], round_: int) -> list[tuple[int, str]]:
+    """(worker count, JAXLOAD_WORKER_START) pairs of one round: each start method for every
+    count with workers, their order alternating from round to round (paired A/B)."""
+    order = starts if round_ % 2 == 0 else starts[::-1]
+    return [(n, start) for n in counts for start in (order if n else order[:1])]
 
 
 def _brief_plateau(got: dict) -> str:
@@ -515,6 +534,13 @@ def main(argv: list[str] | None = None) -> int:
         help="convert: processes; open: worker processes of the memory runs (0: none)",
     )  # fmt: skip
     parser.add_argument("--batches", type=int, default=50)
+    parser.add_argument(
+        "--worker-start",
+        nargs="+",
+        default=["forkserver"],
+        choices=("forkserver", "spawn"),
+        help="plateau: how workers start (JAXLOAD_WORKER_START); two: side by side, alternating",
+    )
     parser.add_argument(
         "--worker-counts", type=int, nargs="+", default=[0, 2, 4], help="plateau: worker counts"
     )

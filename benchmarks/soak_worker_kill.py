@@ -35,27 +35,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from jaxload.workers.processes import worker_pids  # noqa: E402
+
 EXAMPLE = REPO_ROOT / "examples" / "data" / "lerobot_av1_demo"
-
-
-def worker_pids(parent: int | None = None) -> list[int]:
-    """Live Grain worker processes of `parent` (default: this process): its children that
-    multiprocessing spawned, not its resource tracker (read from /proc, reaping nothing)."""
-    parent = os.getpid() if parent is None else parent
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if int(fields[1]) == parent and fields[0] != b"Z" and b"spawn_main" in cmdline:
-            found.append(int(entry))
-    return sorted(found)
 
 
 class Killer:

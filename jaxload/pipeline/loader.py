@@ -32,7 +32,7 @@ from jaxload.stages.read_batch import ReadBatch
 from jaxload.stages.to_global import ToGlobalArrays
 from jaxload.state import LoaderState, check_compatible
 from jaxload.storage.stats_board import StatsBoard, combine
-from jaxload.workers import main_guard
+from jaxload.workers import fork_server, main_guard
 from jaxload.workers import processes as workers
 from jaxload.workers.read_threads import DaemonReads
 from jaxload.workers.shared_batch import SHM_DIR
@@ -108,6 +108,11 @@ class Loader:
     def __iter__(self) -> Loader:
         return self
 
+    @property
+    def has_video(self) -> bool:
+        """Whether a dataset has video cameras (the readers may decode some)."""
+        return any(d.video_cameras for d in self.datasets)
+
     def start(self) -> Loader:
         """Start worker processes and prefetching now (otherwise the first next() does).
 
@@ -122,6 +127,7 @@ class Loader:
                     if store.board is None:
                         store.board = StatsBoard()
                 self._workers = workers.WorkerRegistry()
+                fork_server.start_fork_server(self.has_video)
             workers.reclaim_shared_memory()  # what crashed loaders on this machine left
             check_shared_memory(batch_bytes(self.spec), self.options, SHM_DIR)  # before any worker
             placement = self.spec.placement

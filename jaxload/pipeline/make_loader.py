@@ -23,6 +23,7 @@ from jaxload.resolution.request import LoaderRequest
 from jaxload.resolution.resolve import resolve
 from jaxload.sampling.mixture import DEFAULT_BLOCK_SIZE
 from jaxload.sampling.weights import MixtureWeights
+from jaxload.workers import fork_server, main_guard
 from jaxload.workers import processes as workers
 
 log = logging.getLogger("jaxload.mixture")
@@ -247,9 +248,12 @@ def make_loader(
         remote=remote,
     )
     spec, datasets = resolve(request, _with_shorthands(options, decode_device, **shorthands))
+    loader = Loader(spec, datasets)
     if spec.options.num_workers > 0:
         workers.ensure_absl_flags_parsed()
-    loader = Loader(spec, datasets)
+        if not main_guard.bootstrapping():  # (a worker re-running the script starts none)
+            # The fork server imports the workers' modules while the trainer goes on.
+            fork_server.start_fork_server(loader.has_video)
     if spec.stream.mixture is not None:
         log.info("mixture of %d datasets:\n%s", len(datasets), loader.mixture_table())
     return loader

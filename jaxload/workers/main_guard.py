@@ -39,6 +39,7 @@ import tempfile
 from types import FrameType, ModuleType
 
 from jaxload.errors import UnguardedScriptError
+from jaxload.workers.fork_server import training_process_pid
 
 # Exit status of a worker that stopped in a re-run of an unguarded script (sysexits'
 # EX_CONFIG); no other code of a Grain worker exits with it.
@@ -76,7 +77,7 @@ def check_before_start(num_workers: int) -> None:
 def exit_if_bootstrapping() -> None:
     """In a process that is still running the script's top level as part of its own start
     (a spawned worker re-running an unguarded script): say why on stderr and exit."""
-    if not getattr(multiprocessing.current_process(), "_inheriting", False):
+    if not bootstrapping():
         return
     # The script being run again is module __mp_main__ meanwhile (multiprocessing.spawn).
     script = getattr(sys.modules.get("__mp_main__"), "__file__", None) or "the training script"
@@ -87,9 +88,15 @@ def exit_if_bootstrapping() -> None:
         file=sys.stderr,
         flush=True,
     )
-    with contextlib.suppress(OSError), open(unguarded_marker(os.getppid()), "w") as f:
+    with contextlib.suppress(OSError), open(unguarded_marker(training_process_pid()), "w") as f:
         f.write(str(script))
     raise SystemExit(UNGUARDED_EXIT_CODE)
+
+
+def bootstrapping() -> bool:
+    """Whether this process is a worker still running the script's top level as part of
+    its start (multiprocessing's `_inheriting`, set while it prepares)."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
 
 
 def unguarded_marker(parent_pid: int) -> str:

@@ -234,28 +234,43 @@ def exit_with_parent(worker_index: int, worker_count: int, directory: str | None
     killed: a worker that dies while its queue's feeder thread writes leaves a partial
     message that blocks Grain's close for good.)
     """
-    parent = multiprocessing.parent_process()
-    parent_pid = parent.pid if parent is not None else os.getppid()
+    # The training process started this worker directly (spawn) or through the fork server
+    # it started (jaxload.workers.fork_server). Its end is seen on multiprocessing's parent
+    # sentinel (a pipe the trainer holds), not by the parent pid changing: a fork server
+    # outlives the trainer while its workers hold the server's "alive" pipe.
+    trainer = multiprocessing.parent_process()
+    parent_pid = trainer.pid if trainer is not None else os.getppid()
     watch = threading.Thread(
         target=_exit_when_orphaned,
-        args=(parent_pid, directory),
+        args=(parent_pid, directory, trainer),
         daemon=True,
         name="jaxload-parent",
     )
     watch.start()
 
 
-def _orphaned(parent_pid: int, directory: str | None) -> bool:
+def _orphaned(
+    parent_pid: int,
+    directory: str | None,
+    trainer: multiprocessing.process.BaseProcess | None = None,
+) -> bool:
     """One look of a worker's watch: marks the pipeline closed once its `directory` is gone
     (reads stop; the watch goes on: a dead trainer's directory may be swept too, and its
-    slots must still be unlinked), and says whether the training process died."""
+    slots must still be unlinked), and says whether the training process died (`trainer`,
+    multiprocessing's parent process, when known; else the parent pid changed)."""
     if directory is not None and not _pipeline_closed.is_set() and not os.path.isdir(directory):
         _pipeline_closed.set()
+    if trainer is not None:
+        return not trainer.is_alive()
     return os.getppid() != parent_pid
 
 
-def _exit_when_orphaned(parent_pid: int, directory: str | None = None) -> None:
-    while not _orphaned(parent_pid, directory):
+def _exit_when_orphaned(
+    parent_pid: int,
+    directory: str | None = None,
+    trainer: multiprocessing.process.BaseProcess | None = None,
+) -> None:
+    while not _orphaned(parent_pid, directory, trainer):
         time.sleep(PARENT_POLL_S)
     # Nobody can open the slots now; the resource tracker may be dead too. What the dead
     # trainer itself made under its name (its metadata columns, jaxload.format.columns) goes
@@ -388,3 +403,50 @@ def _mapped_inodes(shm_dir: str) -> set[int] | None:
         except OSError:  # gone meanwhile, or another user's (who cannot map our 0600 files)
             continue
     return inodes
+
+
+# -- finding worker processes ----------------------------------------------------------------
+
+
+def worker_pids(trainer_pid: int | None = None) -> list[int]:
+    """Live worker processes (Grain's, any multiprocessing start) of `trainer_pid` (default:
+    this process), read from /proc without reaping anything: its children multiprocessing
+    spawned, and the children of the fork server it started (jaxload.workers.fork_server);
+    not the fork server itself nor the resource tracker.
+
+    Args:
+        trainer_pid: the training process.
+
+    Example:
+        os.kill(worker_pids()[0], signal.SIGKILL)  # what the OOM killer does, in a soak test
+    """
+    trainer_pid = os.getpid() if trainer_pid is None else trainer_pid
+    processes = _processes()
+    servers = {
+        pid
+        for pid, (ppid, _, cmdline) in processes.items()
+        if ppid == trainer_pid and b"multiprocessing.forkserver" in cmdline
+    }
+    found = [
+        pid
+        for pid, (ppid, state, cmdline) in processes.items()
+        if state != b"Z" and ((ppid == trainer_pid and b"spawn_main" in cmdline) or ppid in servers)
+    ]
+    return sorted(found)
+
+
+def _processes() -> dict[int, tuple[int, bytes, bytes]]:
+    """pid -> (parent pid, state, command line) of every process in /proc."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, IndexError):
+            continue
+        out[int(entry)] = (int(fields[1]), fields[0], cmdline)
+    return out

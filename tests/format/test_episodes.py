@@ -202,7 +202,7 @@ def _same_samples(got, expected):
 
 @pytest.mark.processes
 def test_worker_processes_map_the_tables_instead_of_copying_them(converted):
-    import psutil
+    from jaxload.workers.processes import worker_pids
 
     options = jaxload.PipelineOptions(num_workers=1)
     kw = dict(global_batch_size=4, host_index=0, host_count=1, options=options)
@@ -210,12 +210,8 @@ def test_worker_processes_map_the_tables_instead_of_copying_them(converted):
         next(loader)
         ds = loader.datasets[0]
         names = [ds._episodes.columns.shared_name, ds._tasks.columns.shared_name]
-        workers = [
-            p
-            for p in psutil.Process().children(recursive=True)
-            if "spawn_main" in " ".join(p.cmdline())
-        ]
-        assert workers and all(names)
-        for worker in workers:
-            maps = Path(f"/proc/{worker.pid}/maps").read_text()
-            assert all(name in maps for name in names), worker
+        pids = worker_pids()
+        assert pids and all(names)
+        for pid in pids:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+            assert all(name in maps for name in names), pid

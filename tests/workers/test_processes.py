@@ -189,19 +189,6 @@ def test_a_killed_worker_collected_by_someone_else_is_named_and_no_batch_is_skip
     loader.close()
 
 
-def _spawned_workers(pid: int) -> list[int]:
-    """Children of `pid` that multiprocessing spawned (Grain workers), not its tracker."""
-    found = []
-    for child in _children(pid):
-        try:
-            with open(f"/proc/{child}/cmdline", "rb") as f:
-                if b"spawn_main" in f.read():
-                    found.append(child)
-        except OSError:
-            continue
-    return found
-
-
 def test_a_worker_killed_while_it_starts_is_named_and_no_batch_is_skipped(dataset):
     """Found by the soak: a worker SIGKILLed before Grain ran its worker_init_fn (while it
     imports, seconds on a busy machine) is known by no pid, and its death came out as
@@ -209,10 +196,11 @@ def test_a_worker_killed_while_it_starts_is_named_and_no_batch_is_skipped(datase
     reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
     want = [next(reference) for _ in range(6)]
     options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
+    earlier = set(workers_module.worker_pids())  # earlier loaders' workers, still exiting
     loader = make_loader(dataset, options=options, **KW).start()
-    assert _within(30, lambda: len(_spawned_workers(os.getpid())) == 2)
+    assert _within(30, lambda: len(set(workers_module.worker_pids()) - earlier) == 2)
     registry = loader._workers
-    starting = _spawned_workers(os.getpid())
+    starting = sorted(set(workers_module.worker_pids()) - earlier)
     # Usually before it said who it is (while it imports); on an idle machine it may have
     # said so already: either way its death is named and no batch is skipped.
     assert registry is not None
@@ -269,8 +257,10 @@ def _start_trainer(dataset: Path, **popen) -> tuple[subprocess.Popen, int]:
 def test_workers_exit_and_shared_memory_is_freed_when_the_trainer_is_killed(dataset):
     trainer, pid = _start_trainer(dataset)
     try:
-        children = _children(pid)  # 2 workers and the resource tracker
-        assert len(children) == 3
+        # The resource tracker and the fork server (its children: the 2 workers).
+        assert _within(30, lambda: len(workers_module.worker_pids(pid)) == 2)
+        children = [*_children(pid), *workers_module.worker_pids(pid)]
+        assert len(children) == 4
         assert _within(30, lambda: _segments(pid))  # batches read ahead, in named slots
         semaphores = _semaphores_mapped_by([pid, *children])
         assert semaphores
@@ -290,7 +280,8 @@ def test_the_next_loader_start_reclaims_what_a_killed_process_group_left(dataset
     monkeypatch.setenv("JAXLOAD_RECLAIM_SHM", "1")  # also inside a container's namespaces
     trainer, pid = _start_trainer(dataset, start_new_session=True)
     try:
-        group = [pid, *_children(pid)]
+        assert _within(30, lambda: len(workers_module.worker_pids(pid)) == 2)
+        group = [pid, *_children(pid), *workers_module.worker_pids(pid)]
         assert _within(30, lambda: _segments(pid))
         semaphores = _semaphores_mapped_by(group)
         assert semaphores

@@ -1,0 +1,165 @@
+"""Worker processes forked from a preloaded server, not spawned (the one place that
+changes how Grain starts them).
+
+Grain 0.2.18 starts every worker with `multiprocessing.get_context("spawn")`, written into
+`ProcessPrefetchDatasetIterator` (grain/_src/python/dataset/transformations/
+process_prefetch.py), with no option and no regard for `multiprocessing.set_start_method`
+(tests/workers/test_fork_server.py shows it). A spawned worker is a new interpreter that
+imports jax, torch, torchcodec and grain again: ~4.4 s of CPU and ~440 MB per worker on a
+2-core VM, paid again by every worker restarted after a crash, so 4 workers there gave a
+first batch after 7-14 s.
+
+multiprocessing's "forkserver" start keeps what spawn guarantees: the server is a fresh,
+single-threaded interpreter started from the training process's executable, so a worker
+inherits no thread, lock, CUDA context, open file or JAX state of the trainer (fork after
+CUDA init is unsafe; this never forks the trainer). The server imports the workers'
+modules once (`preload_modules`) and forks each worker from itself: a worker starts in a
+fraction of a second and shares the imported pages with the server and its siblings.
+
+Trade-offs, documented in docs/LOADER.md ("How workers start"):
+- the server lives as long as the training process (one idle process, its pages shared
+  with the workers); it exits when the trainer does;
+- it is started once per training process, with the environment of that moment: an
+  environment variable set later reaches no worker (spawn copied it at each start);
+- modules the training script imports at top level beyond `preload_modules` are imported
+  by each worker (the script runs again as `__mp_main__`, as with spawn; CPython 3.11's
+  forkserver does not preload `__main__`): JAXLOAD_WORKER_PRELOAD="flax,optax" imports
+  such modules once, in the server;
+- the preload list is process-wide (`multiprocessing.set_forkserver_preload`);
+- JAXLOAD_WORKER_START=spawn keeps Grain's spawned workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import sys
+import threading
+
+log = logging.getLogger(__name__)
+
+# What every worker imports to unpickle and run the pipeline's worker side.
+WORKER_MODULES = (
+    "numpy",
+    "grain",
+    "jaxload.stages.read_batch",
+    "jaxload.stages.shared_memory_output",
+    "jaxload.workers.processes",
+)
+# Libraries a JAX training script imports at top level, which each worker would import
+# again when the script runs there as __mp_main__: preloaded when the trainer has them.
+TRAINER_MODULES = ("jax", "torch", "torchcodec", "flax", "optax", "orbax.checkpoint")
+# The video decoder's library: preloaded when the workers decode video.
+DECODER_MODULES = ("torchcodec",)
+
+START_ENV = "JAXLOAD_WORKER_START"
+PRELOAD_ENV = "JAXLOAD_WORKER_PRELOAD"
+
+_lock = threading.Lock()
+_installed = False
+
+
+class _ForkServerContextLookup:
+    """Stands in for the `multiprocessing` module inside Grain's process_prefetch: its
+    one context lookup, `get_context("spawn")`, gets the fork server's context; anything
+    else is multiprocessing's own."""
+
+    def get_context(self, method: str | None = None) -> multiprocessing.context.BaseContext:
+        return multiprocessing.get_context("forkserver" if method == "spawn" else method)
+
+    def __getattr__(self, name: str):
+        return getattr(multiprocessing, name)
+
+
+def enabled() -> bool:
+    """Whether workers start from the fork server (JAXLOAD_WORKER_START=spawn: they don't;
+    nor where the platform has no forkserver start method)."""
+    method = os.environ.get(START_ENV, "forkserver").strip().lower()
+    if method not in ("forkserver", "spawn"):
+        raise ValueError(f"{START_ENV}={method!r}: use 'forkserver' (default) or 'spawn'")
+    return method == "forkserver" and "forkserver" in multiprocessing.get_all_start_methods()
+
+
+def preload_modules(decodes_video: bool) -> list[str]:
+    """The modules the server imports once before it forks any worker.
+
+    Args:
+        decodes_video: the workers decode video (torchcodec is preloaded).
+
+    Example:
+        preload_modules(decodes_video=True)  # ['numpy', 'grain', ..., 'jax', 'torchcodec']
+    """
+    names = list(WORKER_MODULES)
+    names += [m for m in TRAINER_MODULES if m in sys.modules]
+    names += list(DECODER_MODULES) if decodes_video else []
+    extra = os.environ.get(PRELOAD_ENV, "")
+    names += [m.strip() for m in extra.split(",") if m.strip()]
+    return list(dict.fromkeys(names))
+
+
+def start_fork_server(decodes_video: bool) -> bool:
+    """Makes Grain's worker processes start from a preloaded fork server, and starts the
+    server now (its imports run while the caller goes on). Idempotent; returns whether
+    workers start from the server.
+
+    Args:
+        decodes_video: the workers decode video (the server preloads torchcodec).
+
+    Example:
+        start_fork_server(decodes_video=True)  # make_loader calls it for loaders with workers
+    """
+    global _installed
+    if not enabled():
+        return False
+    with _lock:
+        if not _installed:
+            if not _point_grain_at_fork_server():
+                return False
+            multiprocessing.forkserver.set_forkserver_preload(preload_modules(decodes_video))
+            _installed = True
+        # Starts the server unless it runs (again after it died); returns at once: the
+        # server imports its preload while the trainer goes on, and the first worker
+        # start waits for it.
+        multiprocessing.forkserver.ensure_running()
+    return True
+
+
+def _point_grain_at_fork_server() -> bool:
+    """Points Grain's worker context lookup at the fork server (Grain offers no option)."""
+    from grain._src.python.dataset.transformations import process_prefetch
+
+    lookup = getattr(process_prefetch, "mp", None)
+    if isinstance(lookup, _ForkServerContextLookup):
+        return True
+    if lookup is not multiprocessing:
+        # Another Grain: its workers start as it decides (spawn, or an option of its own).
+        log.warning(
+            "grain %s: its worker start is not the one jaxload knows; workers are spawned",
+            getattr(sys.modules.get("grain"), "__version__", "?"),
+        )
+        return False
+    process_prefetch.mp = _ForkServerContextLookup()
+    return True
+
+
+def worker_start_method() -> str:
+    """How Grain's next worker process starts: "forkserver" or "spawn"."""
+    from grain._src.python.dataset.transformations import process_prefetch
+
+    return process_prefetch.mp.get_context("spawn").get_start_method()
+
+
+def training_process_pid() -> int:
+    """In a worker process: the training process's pid, known before multiprocessing says
+    it (while the worker still imports the script): the parent, or the fork server's."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/cmdline", "rb") as f:
+            if b"multiprocessing.forkserver" not in f.read():
+                return parent
+        with open(f"/proc/{parent}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return parent
