@@ -161,7 +161,7 @@ def test_read_data_file_is_read_again_after_a_change_in_place(tmp_path):
 
 
 def test_read_parquet_missing_or_corrupt(tmp_path):
-    with pytest.raises(SourceError, match="^where: missing"):
+    with pytest.raises(SourceError, match=r"^where: missing"):
         read_parquet(tmp_path / "none.parquet", "where")
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 not parquet")
     with pytest.raises(SourceError, match=r"bad\.parquet: unreadable parquet"):
