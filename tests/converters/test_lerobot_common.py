@@ -177,3 +177,13 @@ def test_data_schema_of_a_corrupt_file_names_it(small_v3, tmp_path):
     with pytest.raises(SourceError, match=rf"{rel}: unreadable parquet"):
         source.data_schema(0)
     assert source.num_episodes == 2
+
+
+def test_data_file_rows_by_binary_search_or_in_file_order():
+    index = pa.array([10, 11, 12, 13, 14])
+    table = pa.Table.from_batches(
+        [pa.record_batch({"index": index.slice(i, 1), "v": pa.array([i])}) for i in range(5)]
+    )  # one chunk per row, as lerobot's row group per episode
+    assert DataFile(table).rows(11, 3)["v"].to_pylist() == [1, 2, 3]
+    unsorted = pa.table({"index": [13, 10, 12, 11, 14], "v": [0, 1, 2, 3, 4]})
+    assert DataFile(unsorted).rows(11, 3)["v"].to_pylist() == [0, 2, 3]  # as filtered
