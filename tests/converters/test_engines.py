@@ -1,14 +1,12 @@
-"""Engines and work planning: the output bytes do not depend on the engine or the worker
-count, and units are handed out by cost.
+"""converters/engines.py: the output bytes do not depend on the engine (inline, a local
+process pool, Ray) or the worker count (planning is tests/converters/test_plan.py).
 
 Ray runs a real local instance (2 CPUs), started once for the module and shut down after.
 """
 
-import numpy as np
 import pytest
 
 from jaxload.converters.convert import convert
-from jaxload.converters.plan import balance, dispatch_order, plan_units
 from jaxload.errors import JaxloadError
 from tests.support.helpers import tree_bytes
 from tests.support.lerobot_factory import write_lerobot_v3
@@ -73,36 +71,6 @@ def test_ray_task_errors_come_back_as_clean_messages(source, ray_session, tmp_pa
     assert "file-001.mp4: empty file (video of episode" in str(error.value)
     assert "RayTaskError" not in str(error.value) and "Traceback" not in str(error.value)
     assert not (tmp_path / "ds").exists()
-
-
-def test_small_datasets_get_a_unit_per_episode_run_costliest_first(source):
-    from jaxload.converters.lerobot_v3 import LeRobotV3Source
-
-    src = LeRobotV3Source(source)
-    lengths = [src.episode(e).length for e in src.episode_ids]
-    units = plan_units(src.episode_ids, lengths, pixels=48 * 64 + 40 * 72)
-    assert [u.episodes for u in units] == [(e,) for e in range(len(LENGTHS))]
-    assert dispatch_order(units)[:3] == [2, 5, 0]  # costliest first
-
-
-def test_units_are_contiguous_and_about_equal_in_cost():
-    rng = np.random.default_rng(0)
-    lengths = np.exp(rng.uniform(np.log(10), np.log(3000), size=500)).astype(int)
-    units = plan_units(list(range(500)), lengths.tolist(), pixels=3 * 96 * 128)
-    episodes = [e for u in units for e in u.episodes]
-    assert episodes == list(range(500))
-    costs = np.array([u.cost for u in units])
-    assert 64 <= len(units) <= 128
-    assert costs.max() <= 2 * np.median(costs) + 3000 * 3 * 96 * 128
-    assert units[0].frames == sum(lengths[: len(units[0].episodes)])
-
-
-def test_cost_aware_assignment_beats_round_robin():
-    rng = np.random.default_rng(1)
-    costs = np.exp(rng.uniform(np.log(10), np.log(3000), size=200))
-    for workers in (2, 4, 8):
-        result = balance(costs, workers)
-        assert result.lpt < 1.01 < result.round_robin
 
 
 def test_unknown_engine_and_bad_counts(source, tmp_path):
