@@ -66,7 +66,7 @@ def test_describe_names_the_row_and_what_is_padded_or_missing():
             key="action",
             step_is_pad=np.array([0, 0, 1, 1], bool),
             dim_is_pad=np.array([0, 1, 1], bool),
-        ),  # fmt: skip
+        ),
     ]
     row = SimpleNamespace(dataset="/data/out/arm", dataset_index=1, episode=4, frame=7,
                           cameras=cams, series=series)  # fmt: skip
