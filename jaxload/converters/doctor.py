@@ -21,7 +21,7 @@ from jaxload.converters import lerobot_v3, lerobot_v21
 from jaxload.converters.files import Files
 from jaxload.converters.images import image_frames
 from jaxload.converters.lerobot_common import LeRobotSource, load_info, read_info
-from jaxload.converters.sources import READERS, open_files
+from jaxload.converters.sources import open_files, reader_for
 from jaxload.converters.tabular import features_from_schema
 from jaxload.errors import SourceError
 from jaxload.tools.doctor import CheckResult, run_checks
@@ -48,15 +48,7 @@ def _checks(files: Files) -> list[CheckResult]:
     state: dict = {}
 
     def metadata():
-        info = load_info(files)
-        version = info.get("codebase_version")
-        reader = READERS.get(version)
-        if reader is None:
-            raise SourceError(
-                f"{files.describe('meta/info.json')}: codebase_version {version!r} is not "
-                f"supported (supported: {', '.join(sorted(READERS))})"
-            )
-        state["reader"] = reader
+        state["reader"] = reader = reader_for(files, load_info(files))
         state["info"] = info = read_info(files, reader.SUPPORTED_VERSIONS)
         return f"codebase {info['codebase_version']}, fps {info['fps']}"
 

@@ -161,7 +161,7 @@ def read_episodes(files: Files, info: dict[str, Any]) -> SourceEpisodes:
     tables = [_read_without_stats(files, rel) for rel in rels]
     try:
         table = pa.concat_tables(tables, promote_options="default")
-    except pa.ArrowInvalid as e:
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:  # a column's type differs: TypeError
         raise SourceError(f"{where}: episode files disagree on schema ({e})") from e
     table = table.sort_by("episode_index")
     _check_episode_columns(table, video_keys(info), files.describe(rels[0]))
@@ -249,11 +249,15 @@ def _check_integers(values: Any, column: str, where: str) -> None:
         return
     if pa.types.is_floating(values.type):  # whole numbers stored as floats convert as before
         numbers = values.to_numpy()
-        if np.all(np.isfinite(numbers) & (numbers == np.round(numbers))):
+        wrong = np.flatnonzero(~(np.isfinite(numbers) & (numbers == np.round(numbers))))
+        if not wrong.size:
             return
-    bad = next(
-        (v for v in values.to_pylist() if not isinstance(v, int) or isinstance(v, bool)), None
-    )
+        bad = numbers[wrong[0]].item()  # the first value that is no integer, not 0.0
+    else:
+        bad = next(
+            (v for v in values.to_pylist() if not isinstance(v, int) or isinstance(v, bool)),
+            None,
+        )
     text = str(bad)
     if "/" in text or "\\" in text or ".." in text or ":" in text:
         raise SourceError(

@@ -95,7 +95,17 @@ def open_source(files: Files) -> LeRobotSource:
     """The reader for the dataset's codebase version."""
     if isinstance(files, HubFiles):
         _check_hub_repo(files)
-    info = load_info(files)
+    return reader_for(files, load_info(files))(files)
+
+
+def reader_for(files: Files, info: dict[str, Any]) -> type[LeRobotSource]:
+    """The reader class for info.json's codebase_version (`info`, read from `files`), or a
+    SourceError naming that file and the versions supported.
+
+    Example::
+
+        reader_for(files, load_info(files))      # LeRobotV3Source for "v3.0"
+    """
     version = info.get("codebase_version")
     reader = READERS.get(version)
     if reader is None:
@@ -103,7 +113,7 @@ def open_source(files: Files) -> LeRobotSource:
             f"{files.describe('meta/info.json')}: codebase_version {version!r} is not "
             f"supported (supported: {', '.join(sorted(READERS))})"
         )
-    return reader(files)
+    return reader
 
 
 def _check_hub_repo(files: HubFiles) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Callable, Sequence
@@ -114,8 +115,16 @@ def write_offsets(root: str | os.PathLike, shard_records: Sequence[int]) -> tupl
     digests = []
     for shard, count in enumerate(shard_records):
         path = Path(root) / fmt.shard_path(shard)
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            offsets = record_offsets(data, int(count), str(path)).tobytes()
+        with open(path, "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                offsets = record_offsets(data, int(count), str(path)).tobytes()
+            finally:
+                # A CorruptRecordError's traceback holds a view of the map, and closing it
+                # then raises BufferError in place of the error naming the shard: the map
+                # is unmapped when the error is dropped instead.
+                with contextlib.suppress(BufferError):
+                    data.close()
         target = Path(root) / fmt.offsets_path(shard)
         tmp = target.with_name(f".{target.name}.tmp")
         tmp.write_bytes(offsets)

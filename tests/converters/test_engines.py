@@ -1,21 +1,20 @@
-"""Engines and work planning: the output bytes do not depend on the engine or the worker
-count, and units are handed out by cost.
+"""converters/engines.py: the output bytes do not depend on the engine (inline, a local
+process pool, Ray) or the worker count (planning is tests/converters/test_plan.py).
 
 Ray runs a real local instance (2 CPUs), started once for the module and shut down after.
 """
 
-import numpy as np
 import pytest
 
 from jaxload.converters.convert import convert
-from jaxload.converters.plan import balance, dispatch_order, plan_units
 from jaxload.errors import JaxloadError
 from tests.support.helpers import tree_bytes
 from tests.support.lerobot_factory import write_lerobot_v3
 
 LENGTHS = (12, 3, 30, 7, 1, 18, 5, 9)
 # ray.init starts its daemons with fork+exec from this (JAX-importing) process: harmless.
-pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")]
+# (the tests that convert are `integration`; the fast ones at the end are not)
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +44,7 @@ def one_worker(source, tmp_path_factory):
     return tree_bytes(out)
 
 
+@pytest.mark.integration
 @pytest.mark.processes
 def test_two_local_workers_write_the_same_bytes(source, one_worker, tmp_path):
     report = convert(source, tmp_path / "ds", workers=2, shard_bytes=40_000, progress=False)
@@ -53,6 +53,7 @@ def test_two_local_workers_write_the_same_bytes(source, one_worker, tmp_path):
     assert tree_bytes(tmp_path / "ds") == one_worker
 
 
+@pytest.mark.integration
 @pytest.mark.processes
 def test_ray_writes_the_same_bytes(source, one_worker, ray_session, tmp_path):
     report = convert(source, tmp_path / "ds", engine="ray", shard_bytes=40_000, progress=False)
@@ -61,6 +62,7 @@ def test_ray_writes_the_same_bytes(source, one_worker, ray_session, tmp_path):
     assert ray_session.is_initialized()  # a session the caller started is left running
 
 
+@pytest.mark.integration
 @pytest.mark.processes
 def test_ray_task_errors_come_back_as_clean_messages(source, ray_session, tmp_path):
     import shutil
@@ -75,36 +77,7 @@ def test_ray_task_errors_come_back_as_clean_messages(source, ray_session, tmp_pa
     assert not (tmp_path / "ds").exists()
 
 
-def test_small_datasets_get_a_unit_per_episode_run_costliest_first(source):
-    from jaxload.converters.lerobot_v3 import LeRobotV3Source
-
-    src = LeRobotV3Source(source)
-    lengths = [src.episode(e).length for e in src.episode_ids]
-    units = plan_units(src.episode_ids, lengths, pixels=48 * 64 + 40 * 72)
-    assert [u.episodes for u in units] == [(e,) for e in range(len(LENGTHS))]
-    assert dispatch_order(units)[:3] == [2, 5, 0]  # costliest first
-
-
-def test_units_are_contiguous_and_about_equal_in_cost():
-    rng = np.random.default_rng(0)
-    lengths = np.exp(rng.uniform(np.log(10), np.log(3000), size=500)).astype(int)
-    units = plan_units(list(range(500)), lengths.tolist(), pixels=3 * 96 * 128)
-    episodes = [e for u in units for e in u.episodes]
-    assert episodes == list(range(500))
-    costs = np.array([u.cost for u in units])
-    assert 64 <= len(units) <= 128
-    assert costs.max() <= 2 * np.median(costs) + 3000 * 3 * 96 * 128
-    assert units[0].frames == sum(lengths[: len(units[0].episodes)])
-
-
-def test_cost_aware_assignment_beats_round_robin():
-    rng = np.random.default_rng(1)
-    costs = np.exp(rng.uniform(np.log(10), np.log(3000), size=200))
-    for workers in (2, 4, 8):
-        result = balance(costs, workers)
-        assert result.lpt < 1.01 < result.round_robin
-
-
+@pytest.mark.integration
 def test_unknown_engine_and_bad_counts(source, tmp_path):
     with pytest.raises(JaxloadError, match="--engine 'spark'"):
         convert(source, tmp_path / "a", engine="spark", progress=False)
@@ -113,6 +86,7 @@ def test_unknown_engine_and_bad_counts(source, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.integration
 def test_units_run_where_the_partial_directory_is_not_visible(
     source, one_worker, tmp_path, monkeypatch
 ):
@@ -140,3 +114,35 @@ def test_units_run_where_the_partial_directory_is_not_visible(
     assert returned and all(returned)
     assert list((tmp_path / "node_tmp/jaxload-cache").glob("*/videos/*/chunk-000/*.mp4"))
     assert tree_bytes(tmp_path / "ds") == one_worker
+
+
+# --------------------------------------------------------------------------- fast
+@pytest.mark.parametrize("workers", [1, 3])
+def test_make_engine_picks_inline_for_one_worker_and_a_pool_otherwise(workers):
+    from jaxload.converters import engines
+
+    with engines.make_engine("local", workers) as engine:
+        assert engine.name == ("inline" if workers == 1 else "local")
+        assert engine.slots == workers  # a pool's processes start only when it runs units
+    with pytest.raises(JaxloadError, match="--engine 'dask': choose local or ray"):
+        engines.make_engine("dask", 1)
+    with pytest.raises(JaxloadError, match="--ray-address needs --engine ray"):
+        engines.make_engine("local", 1, ray_address="ray://head:10001")
+
+
+def test_a_ray_error_is_its_own_jaxload_error_or_one_naming_the_unit():
+    from jaxload.converters import engines
+    from jaxload.converters.plan import Unit
+
+    unit = Unit(3, (7, 8), 10, 10.0, 0)
+
+    class TaskError(Exception):
+        def __init__(self, cause):
+            super().__init__("wrapped")
+            self.cause = cause
+
+    own = JaxloadError("file-001.mp4: empty file")
+    assert engines._unwrap_ray_error(TaskError(own), unit) is own
+    other = engines._unwrap_ray_error(TaskError(ValueError("x")), unit)
+    assert str(other) == "Ray task for unit 3 (episodes 7..8) failed: TaskError: wrapped"
+    assert isinstance(other.__cause__, TaskError)
