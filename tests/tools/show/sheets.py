@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxload.tools.show import draw
+from jaxload.tools.show.rows import CameraWindow, SampleRow, SeriesWindow
 
 PRIMARY, WRIST = "observation.images.primary", "observation.images.wrist"
 
@@ -92,3 +93,22 @@ def check_marks(pixels, layout, batch):
                 colour = at(pixels, (cell[0] + cell[2]) // 2, (cell[1] + cell[3]) // 2)
                 assert (colour == draw.PAD_COLOR) == padded, (r, key, d)
     return ids
+
+
+def sample_row(cameras=(), series=(), dataset_index=0) -> SampleRow:
+    """A sheet row of these panels, nobody's sample."""
+    return SampleRow(cameras=tuple(cameras), series=tuple(series), dataset_index=dataset_index,
+                     dataset="", episode=None, frame=None, task="", fps=None,
+                     position=None)  # fmt: skip
+
+
+def camera_window(key: str, slots: int, height: int, width: int) -> CameraWindow:
+    """A camera's window of black frames, none padded."""
+    frames = np.zeros((slots, height, width, 3), np.uint8)
+    return CameraWindow(key, frames, np.zeros(slots, bool), False)
+
+
+def series_window(key: str, steps: int, dims: int) -> SeriesWindow:
+    """A vector window of zeros, none padded."""
+    return SeriesWindow(key, np.zeros((steps, dims)), np.zeros(steps, bool),
+                        np.zeros(dims, bool), "")  # fmt: skip
