@@ -135,3 +135,69 @@ def test_a_failing_shard_stops_the_others(tmp_path, capfd):
     assert time.monotonic() - started < 60  # the sleepers were stopped, not awaited
     assert "shard 0 of 3 failed with exit code 5" in capfd.readouterr().err
     assert not out.exists()
+
+
+def test_placeholders_are_replaced_literally_and_the_environment_tells_the_shard(monkeypatch):
+    from jaxload.tools.eval import launcher
+
+    cmd = ["run", "--id={shard_id}/{num_shards}", '{"k": {shard_id}}', "{output}", "{other}"]
+    assert launcher._substitute(cmd, 2, 4, REPO / "out.json") == [
+        "run", "--id=2/4", '{"k": 2}', str(REPO / "out.json"), "{other}"]  # fmt: skip
+    assert launcher._substitute(["{output}"], 0, 1, None) == ["{output}"]  # no --output
+    monkeypatch.setenv("MUJOCO_GL", "glfw")  # the user's own setting wins
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    env = launcher._shard_env(1, 2, REPO / "s.json", tune=True)
+    assert (env["JAXLOAD_SHARD_ID"], env["JAXLOAD_NUM_SHARDS"]) == ("1", "2")
+    assert env["JAXLOAD_SHARD_OUTPUT"] == str(REPO / "s.json")
+    assert env["MUJOCO_GL"] == "glfw" and env["PYTHONUNBUFFERED"] == "1"
+    assert env["OMP_NUM_THREADS"] == str(max(1, len(os.sched_getaffinity(0)) // 2))
+    plain = launcher._shard_env(0, 1, None, tune=False)
+    assert "OMP_NUM_THREADS" not in plain and "JAXLOAD_SHARD_OUTPUT" not in plain
+
+
+def test_bad_arguments_are_refused_before_anything_runs():
+    for argv, said in [(["eval-parallel"], "give the command after --"),
+                       (["eval-parallel", "--num-shards", "0", "--", "x"], "must be >= 1, got 0")]:  # fmt: skip
+        with pytest.raises(JaxloadError, match=said):
+            eval_parallel.run(build_parser().parse_args(argv))
+
+
+@pytest.mark.processes
+def test_a_shard_killed_by_a_signal_is_named_with_it(tmp_path, capfd):
+    code = "import os, signal\nif os.environ['JAXLOAD_SHARD_ID'] == '1': os.kill(os.getpid(), 9)"
+    argv = ["eval-parallel", "--num-shards", "2", "--", sys.executable, "-c", code]
+    assert main(argv) == 128 + 9
+    assert "shard 1 of 2 failed with signal 9" in capfd.readouterr().err
+
+
+@pytest.mark.processes
+def test_shard_results_that_are_not_json_or_do_not_merge_are_refused(tmp_path, capfd):
+    out = tmp_path / "merged.json"
+    writes = "import os, sys\nopen(os.environ['JAXLOAD_SHARD_OUTPUT'], 'w').write(sys.argv[1])"
+    garbled = "[1, 2"  # cut short
+    base = ["eval-parallel", "--num-shards", "2", "--output", str(out), "--", sys.executable]
+    assert main([*base, "-c", writes, garbled]) == 1
+    assert "shard-00000-of-00002.json is not valid JSON" in capfd.readouterr().err
+    assert not out.exists()
+    disagree = writes.replace("sys.argv[1]", "'[1]' if os.environ['JAXLOAD_SHARD_ID'] == '0' "
+                              "else '{\"a\": 1}'")  # fmt: skip
+    assert main([*base, "-c", disagree]) == 1
+    err = capfd.readouterr().err
+    assert "cannot merge the shards' results: results: shards disagree on the type" in err
+    assert not out.exists()
+
+
+@pytest.mark.processes
+def test_a_shard_dir_keeps_the_shards_files_and_names_them(tmp_path, capfd):
+    out, shards = tmp_path / "merged.json", tmp_path / "shards"
+    writes = "import os\nopen(os.environ['JAXLOAD_SHARD_OUTPUT'], 'w').write('[' + os.environ['JAXLOAD_SHARD_ID'] + ']')"  # fmt: skip
+    argv = ["eval-parallel", "--num-shards", "2", "--output", str(out), "--shard-dir",
+            str(shards), "--", sys.executable, "-c", writes]  # fmt: skip
+    assert main(argv) == 0
+    merged = json.loads(out.read_text())
+    assert merged["results"] == [0, 1]
+    kept = sorted(p.name for p in shards.iterdir())
+    assert kept == ["shard-00000-of-00002.json", "shard-00001-of-00002.json"]
+    assert [s["output"] for s in merged["shards"]] == [str(shards / k) for k in kept]
+    assert merged["command"] == [sys.executable, "-c", writes]
