@@ -96,3 +96,18 @@ def test_merge_results_rules():
     assert merge_results([[1], [2, 3]]) == [1, 2, 3]
     with pytest.raises(ValueError, match=r"results\.x: shards disagree"):
         merge_results([{"x": [1]}, {"x": {"a": 1}}])
+
+
+def test_episode_tables_that_cannot_be_planned_are_refused():
+    with pytest.raises(ValueError, match="num_shards must be >= 1, got 0"):
+        plan_shards([1, 2], 0)
+    with pytest.raises(ValueError, match=r"shard_id -1 is not in 0\.\.1"):
+        shard_episodes([1, 2], 2, -1)
+    with pytest.raises(ValueError, match="episode lengths must be >= 0"):
+        plan_shards({0: 5, 1: -1}, 2)
+    # a mapping's ids in any order: shards list them ascending, costs in that order
+    plan = plan_shards({9: 1, 2: 5, 5: 3}, 1, cost=[10.0, 20.0, 30.0])
+    assert plan[0].episodes.tolist() == [2, 5, 9] and plan[0].cost == 60.0
+    assert plan_shards({9: 1, 2: 5, 5: 3}, 3)[0].loads.tolist() == [5.0, 3.0, 1.0]
+    empty = plan_shards([], 2)
+    assert [s.episodes.tolist() for s in empty] == [[], []] and empty[0].imbalance == 1.0
