@@ -109,5 +109,7 @@ def test_episode_tables_that_cannot_be_planned_are_refused():
     plan = plan_shards({9: 1, 2: 5, 5: 3}, 1, cost=[10.0, 20.0, 30.0])
     assert plan[0].episodes.tolist() == [2, 5, 9] and plan[0].cost == 60.0
     assert plan_shards({9: 1, 2: 5, 5: 3}, 3)[0].loads.tolist() == [5.0, 3.0, 1.0]
+    alone = plan_shards({9: 1, 2: 5, 5: 3}, 3, cost=[10.0, 20.0, 30.0])  # costs of 2, 5, 9
+    assert {int(s.episodes[0]): s.cost for s in alone} == {2: 10.0, 5: 20.0, 9: 30.0}
     empty = plan_shards([], 2)
     assert [s.episodes.tolist() for s in empty] == [[], []] and empty[0].imbalance == 1.0
