@@ -8,25 +8,21 @@ promises, and that the decode limit replays exactly the frames the reader decode
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-import jaxload
 from benchmarks import bench_data, bench_ttfb, run
 from benchmarks.bench_data import DatasetSpec, fast_render_frame
-from jaxload.decode import backend
-from jaxload.tools import bench
 from jaxload.tools.bench.lerobot import lerobot_available
 from tests.support.lerobot_factory import render_frame
+from tests.tools.conftest import tiny_small
 
 pytestmark = pytest.mark.integration
 
 TINY = {
-    "small": DatasetSpec("small", height=96, width=128, episodes=3, min_length=10, max_length=30),
+    "small": tiny_small(),
     "large": DatasetSpec("large", height=480, width=640, episodes=2, min_length=10, max_length=12),
 }
 TINY_TTFB = dataclasses.replace(bench_ttfb.SPEC, episodes=6, max_length=20)
@@ -34,21 +30,11 @@ FAST = ["--workers", "1", "--batch-size", "4"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("bench_cache")
-
-
 @pytest.fixture
 def tiny(monkeypatch):
     """Every script's --quick datasets become tiny ones."""
     monkeypatch.setattr(bench_data, "QUICK", TINY)
     monkeypatch.setattr(bench_ttfb, "QUICK_SPEC", TINY_TTFB)
-
-
-@pytest.fixture(scope="module")
-def small(cache):
-    return bench_data.prepare(TINY["small"], cache, workers=1)
 
 
 @pytest.mark.parametrize("size", [(96, 128), (480, 640), (48, 64)])
@@ -65,46 +51,6 @@ def test_episode_lengths_are_seeded_and_span_the_range():
     assert lengths == spec.episode_lengths()
     assert min(lengths) == 10 and max(lengths) == 600
     assert spec.dirname != dataclasses.replace(spec, seed=1).dirname
-
-
-def test_bench_windows():
-    info = SimpleNamespace(
-        fps=10,
-        features={"action": None, "observation.state": None},
-        cameras={"cam.b": None, "cam.a": None},
-    )
-    windows = bench.bench_windows(SimpleNamespace(info=info))
-    assert windows["action"] == [k / 10 for k in range(16)]
-    assert windows["observation.state"] == [-0.2, -0.1, 0.0]
-    assert windows["cam.a"] == [-0.1, 0.0] and windows["cam.b"] == [0.0]
-    assert bench.frames_per_sample(windows, ["cam.a", "cam.b"]) == 3
-
-
-@pytest.mark.processes
-def test_decode_limit_replays_exactly_the_frames_the_reader_decodes(small):
-    _, path = small
-    windows = bench.bench_windows(path)
-    ds = jaxload.open(path, delta_timestamps=windows)
-    positions = np.random.default_rng(0).integers(0, len(ds), 8)
-    before = backend.current()
-    calls = bench.record_decode_calls(ds, [positions])
-    assert backend.current() is before  # the recorder is uninstalled after the block
-    assert calls and all(isinstance(c.mp4, bytes) and c.device == "cpu" for c in calls)
-    assert all(c.indices for c in calls)  # every opened mp4 was asked for frames
-    replayed = set()
-    for call in calls:
-        for frames in call():
-            for image in np.asarray(frames):
-                replayed.add(hashlib.sha256(np.ascontiguousarray(image).tobytes()).hexdigest())
-    delivered = set()
-    for sample in ds.__getitems__(positions.tolist()):
-        for cam in ds.camera_keys:
-            images = sample[cam] if sample[cam].ndim == 4 else sample[cam][None]
-            delivered |= {hashlib.sha256(i.tobytes()).hexdigest() for i in images}
-    assert delivered <= replayed
-    limit = bench.decode_limit(path, windows, [positions], threads=(1, 2), processes=1, repeats=1)
-    assert limit.samples == 8 and limit.samples_per_s > 0
-    assert set(limit.seconds_by_setup) == {"1 thread", "2 threads", "1 process"}
 
 
 @pytest.mark.processes
@@ -152,14 +98,6 @@ def test_cli_bench(small, tmp_path):
     assert doc["benchmarks"][0]["jaxload"]["samples_per_s"] > 0
     assert doc["benchmarks"][0]["lerobot"] is None
     assert (tmp_path / "b.png").read_bytes().startswith(PNG_MAGIC)
-
-
-def test_lerobot_reference_error_names_the_install_script(monkeypatch):
-    from jaxload.tools.bench import lerobot as bench_lerobot
-
-    monkeypatch.setattr(bench_lerobot, "lerobot_available", lambda: False)
-    with pytest.raises(ImportError, match=r"install_lerobot\.sh"):
-        bench_lerobot.import_lerobot_dataset()
 
 
 @pytest.mark.processes

@@ -11,7 +11,6 @@ second dataset has no wrist camera, through the API and the command line.
 
 from __future__ import annotations
 
-import itertools
 import json
 import subprocess
 import sys
@@ -23,198 +22,27 @@ import jaxload
 from jaxload.cli import main
 from jaxload.tools.show import collect, draw, show
 from jaxload.tools.show import layout as L
+from tests.tools.show.sheets import PRIMARY, WRIST, at, check_marks, edge, mixture_batch, png
 
-PRIMARY, WRIST = "observation.images.primary", "observation.images.wrist"
 # Short episodes on purpose (windows that pad); make_loader warns about that.
 pytestmark = pytest.mark.filterwarnings("ignore:.*window's slots fall outside their episode")
 
 
-def _png(path):
-    from PIL import Image
-
-    return np.asarray(Image.open(path).convert("RGB"))
-
-
-def _at(pixels, x, y):
-    return tuple(int(v) for v in pixels[y, x])
-
-
-def _edge(pixels, box):
-    """A slot's probe pixel, inside its left edge at mid height: PAD_COLOR for a padded
-    slot (its border), MISSING_FILL for a missing camera (clear of the cross), else the
-    frame's own pixel."""
-    return _at(pixels, box[0] + 1, (box[1] + box[3]) // 2)
-
-
-def _batch(rows=4, steps=3, horizon=8):
-    """A mixture's batch as the loader lays it out: two datasets (dataset_index 0, 1), the
-    second without a wrist camera (zeros, `_is_pad` True on every slot of its windowed rows;
-    the integration tests meet the unwindowed `(B,)` mask) and with 4 of 6 action dims."""
-    rng = np.random.default_rng(0)
-    ids = np.arange(rows) % 2
-    primary = rng.integers(30, 255, (rows, steps, 32, 48, 3), dtype=np.uint8)
-    wrist = rng.integers(30, 255, (rows, 2, 24, 24, 3), dtype=np.uint8)  # windowed too
-    wrist[ids == 1] = 0
-    primary_pad = np.zeros((rows, steps), bool)
-    primary_pad[0, 0] = True  # an anchor at an episode's first frame: slot 0 clamped
-    action_pad = np.zeros((rows, horizon), bool)
-    action_pad[1, 5:] = True  # the chunk runs past the episode's end
-    action = rng.normal(size=(rows, horizon, 6)).astype(np.float32)
-    dim_pad = np.zeros((rows, 6), bool)
-    dim_pad[ids == 1, 4:] = True
-    action[dim_pad[:, None, :].repeat(horizon, 1)] = 0
-    return {
-        PRIMARY: primary,
-        f"{PRIMARY}_is_pad": primary_pad,
-        WRIST: wrist,
-        f"{WRIST}_is_pad": np.repeat((ids == 1)[:, None], 2, axis=1),
-        "action": action,
-        "action_is_pad": action_pad,
-        "action_dim_is_pad": dim_pad,
-        "observation.state": rng.normal(size=(rows, 6)).astype(np.float32),
-        "dataset_index": ids,
-        "episode_index": np.arange(rows),
-        "frame_index": np.zeros(rows, np.int64),
-        "task": np.array([f"task {r}" for r in range(rows)]),
-    }
-
-
-def _check_marks(pixels, layout, batch):
-    """Every slot's border says whether it is padded; missing cameras, padded steps and
-    padded dims are drawn where the batch says."""
-    ids = np.asarray(batch["dataset_index"]) if "dataset_index" in batch else None
-    for r, row in enumerate(layout.rows):
-        for key, slots in row.cameras.items():
-            pad = batch.get(f"{key}_is_pad", np.zeros((len(layout.rows), len(slots)), bool))
-            pad = np.broadcast_to(np.asarray(pad[r]), (len(slots),))
-            missing = bool(pad.all()) and not np.asarray(batch[key][r]).any()
-            for t, (x0, y0, x1, y1) in enumerate(slots):
-                corner = _edge(pixels, (x0, y0, x1, y1))
-                if missing:
-                    assert corner == draw.MISSING_FILL, (r, key, t)
-                elif pad[t]:
-                    assert corner == draw.PAD_COLOR, (r, key, t)
-                else:
-                    assert corner not in (draw.PAD_COLOR, draw.MISSING_FILL), (r, key, t)
-        for key, (x0, y0, x1, y1) in row.plots.items():
-            steps = np.asarray(batch.get(f"{key}_is_pad", np.zeros((len(layout.rows), 1))))[r]
-            shaded = np.all(pixels[y0 + 20 : y1 - 8, x0 + 2 : x1 - 2] == draw.PAD_SHADE, axis=-1)
-            if np.asarray(steps).any():
-                # the padded steps' share of the plot's width is shaded
-                share = shaded.any(axis=0).mean()
-                assert abs(share - np.mean(steps)) < 0.08, (r, key, share)
-            else:
-                assert not shaded.any(), (r, key)
-            dim_pad = batch.get(f"{key}_dim_is_pad")
-            for d, cell in enumerate(row.dims[key]):
-                padded = dim_pad is not None and bool(np.asarray(dim_pad)[r, d])
-                colour = _at(pixels, (cell[0] + cell[2]) // 2, (cell[1] + cell[3]) // 2)
-                assert (colour == draw.PAD_COLOR) == padded, (r, key, d)
-    return ids
-
-
-def test_a_sheet_has_one_row_per_sample_and_one_panel_per_camera_slot(tmp_path):
-    batch = _batch()
-    layout = show(batch, tmp_path / "sheet.png")
-    pixels = _png(tmp_path / "sheet.png")
-    assert pixels.shape[:2] == layout.size[::-1]
-    assert len(layout.rows) == 4
-    tops = [row.box[1] for row in layout.rows]
-    assert tops == sorted(tops) and all(b - a > L.FRAME_HEIGHT for a, b in itertools.pairwise(tops))
-    for row in layout.rows:
-        assert list(row.cameras) == [PRIMARY, WRIST]
-        assert len(row.cameras[PRIMARY]) == 3 and len(row.cameras[WRIST]) == 2
-        assert list(row.plots) == ["action", "observation.state"]
-        assert len(row.dims["action"]) == 6
-        boxes = [*row.cameras[PRIMARY], *row.cameras[WRIST], *row.plots.values()]
-        for a, b in itertools.pairwise(boxes):  # left to right, never overlapping
-            assert a[2] <= b[0] and a[1] == b[1] and a[3] - a[1] == L.FRAME_HEIGHT
-        # frames keep their served aspect ratio: 32x48 shown FRAME_HEIGHT tall
-        x0, _, x1, _ = row.cameras[PRIMARY][0]
-        assert x1 - x0 == round(L.FRAME_HEIGHT * 48 / 32)
-        assert boxes[-1][2] <= layout.size[0] and row.box[3] <= layout.size[1]
-    # the frame is drawn in its slot: its middle pixel is the frame's, scaled
-    x0, y0, x1, y1 = layout.rows[2].cameras[PRIMARY][1]
-    frame = batch[PRIMARY][2, 1]
-    want = frame[16, 24]
-    got = pixels[(y0 + y1) // 2, (x0 + x1) // 2]
-    assert np.abs(got.astype(int) - want.astype(int)).max() < 60
-
-
-def test_padded_slots_missing_cameras_padded_steps_and_dims_are_marked(tmp_path):
-    batch = _batch()
-    layout = show(batch, tmp_path / "sheet.png")
-    pixels = _png(tmp_path / "sheet.png")
-    ids = _check_marks(pixels, layout, batch)
-    # the cases the batch holds, each seen at least once
-    assert batch[f"{PRIMARY}_is_pad"][0, 0] and batch["action_is_pad"][1].any()
-    assert ids[1] == 1 and _edge(pixels, layout.rows[1].cameras[WRIST][0]) == draw.MISSING_FILL
-    assert _edge(pixels, layout.rows[0].cameras[WRIST][0]) != draw.MISSING_FILL
-    assert _edge(pixels, layout.rows[0].cameras[PRIMARY][0]) == draw.PAD_COLOR
-    assert _edge(pixels, layout.rows[0].cameras[PRIMARY][1]) != draw.PAD_COLOR
-
-
 def test_samples_picks_the_first_rows_and_the_text_says_who_they_are(tmp_path):
-    rows, title = collect(_batch(rows=6), samples=2)
+    rows, title = collect(mixture_batch(rows=6), samples=2)
     assert len(rows) == 2 and "2 samples" in title
     assert [r.task for r in rows] == ["task 0", "task 1"]
     assert [r.dataset_index for r in rows] == [0, 1] and rows[1].cameras[1].missing
-    layout = show(_batch(rows=6), tmp_path / "s.png", samples=2)
-    assert len(layout.rows) == 2 and _png(tmp_path / "s.png").shape[0] == layout.size[1]
+    layout = show(mixture_batch(rows=6), tmp_path / "s.png", samples=2)
+    assert len(layout.rows) == 2 and png(tmp_path / "s.png").shape[0] == layout.size[1]
     with pytest.raises(ValueError, match="samples must be at least 1"):
-        show(_batch(), tmp_path / "none.png", samples=0)
+        show(mixture_batch(), tmp_path / "none.png", samples=0)
     assert not (tmp_path / "none.png").exists()
     with pytest.raises(TypeError, match=r"a batch .* or a jaxload loader, not list"):
         show([1, 2], tmp_path / "none.png")
     with pytest.raises(FileNotFoundError, match=r"none.png: its folder .*/nowhere does not"):
-        show(_batch(), tmp_path / "nowhere" / "none.png")
+        show(mixture_batch(), tmp_path / "nowhere" / "none.png")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.png"]  # no temporary left
-
-
-def test_global_jax_arrays_draw_the_same_sheet_as_numpy(tmp_path):
-    import jax
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    batch = _batch(rows=4)
-    mesh = jax.make_mesh((jax.device_count(),), ("data",))
-    placed = {
-        k: v if v.dtype.kind == "U" else jax.device_put(v, NamedSharding(mesh, P("data")))
-        for k, v in batch.items()
-    }
-    assert isinstance(placed["action"], jax.Array)
-    show(batch, tmp_path / "numpy.png")
-    show(placed, tmp_path / "jax.png")
-    assert np.array_equal(_png(tmp_path / "numpy.png"), _png(tmp_path / "jax.png"))
-
-
-def test_a_multi_host_array_gives_this_process_rows():
-    """A global jax.Array of several processes cannot be made in one; this stands in for
-    one (jax's own shards of a real array, reported as not fully addressable) and checks
-    that its addressable rows come in order, replicas once."""
-    import jax
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    from jaxload.tools.show.rows import host_rows
-
-    mesh = jax.make_mesh((jax.device_count(),), ("data",))
-    x = np.arange(8 * 3).reshape(8, 3)
-    array = jax.device_put(x, NamedSharding(mesh, P("data")))
-
-    class Partial:
-        is_fully_addressable = False
-        addressable_shards = list(reversed(array.addressable_shards)) * 2  # order, replicas
-
-    assert np.array_equal(host_rows(Partial()), x)
-
-
-def test_without_pillow_the_error_says_what_to_install(monkeypatch, tmp_path):
-    for name in ("PIL", "PIL.Image", "PIL.ImageDraw", "PIL.ImageFont"):
-        monkeypatch.setitem(sys.modules, name, None)  # what `import PIL` meets uninstalled
-    with pytest.raises(ImportError, match=r"pip install 'jaxload\[show\]'"):
-        show(_batch(), tmp_path / "sheet.png")
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_jaxload_show_is_the_function():
@@ -286,11 +114,11 @@ def test_a_loaders_sheet_shows_its_next_batch_and_leaves_it_unmoved(converted, t
     batch = next(shown)
     expected = next(plain)
     assert all(np.array_equal(batch[k], expected[k]) for k in expected)  # not moved
-    pixels = _png(tmp_path / "sheet.png")
+    pixels = png(tmp_path / "sheet.png")
     assert pixels.shape[:2] == layout.size[::-1] and len(layout.rows) == 6
     row = layout.rows[0]
     assert [len(s) for s in row.cameras.values()] == [3, 1]  # top's window, wrist's frame
-    _check_marks(pixels, layout, batch)
+    check_marks(pixels, layout, batch)
     _, title = collect(batch)
     assert "6 samples" in title
     assert batch["observation.images.top_is_pad"].any() and batch["action_is_pad"].any()
@@ -332,16 +160,16 @@ def test_a_mixture_sheet_marks_the_missing_wrist_camera_and_padded_dims(converte
     loader = _mixture(converted)
     batch_layout = show(_mixture(converted), tmp_path / "mix.png", samples=8)
     batch = next(loader)
-    pixels = _png(tmp_path / "mix.png")
-    ids = _check_marks(pixels, batch_layout, batch)
+    pixels = png(tmp_path / "mix.png")
+    ids = check_marks(pixels, batch_layout, batch)
     assert set(ids) == {0, 1}
     for r, row in enumerate(batch_layout.rows):
         (x0, y0, x1, y1), = row.cameras[WRIST]  # fmt: skip
-        assert (_edge(pixels, (x0, y0, x1, y1)) == draw.MISSING_FILL) == (ids[r] == 1)
+        assert (edge(pixels, (x0, y0, x1, y1)) == draw.MISSING_FILL) == (ids[r] == 1)
         assert x1 - x0 == L.FRAME_HEIGHT  # resized to 40x40: square
         cells = row.dims["action"]
         assert len(cells) == 6
-        assert [_at(pixels, c[0] + 1, c[1] + 1) == draw.PAD_COLOR for c in cells] == [
+        assert [at(pixels, c[0] + 1, c[1] + 1) == draw.PAD_COLOR for c in cells] == [
             ids[r] == 0 and d >= 4 for d in range(6)
         ]
     rows, title = collect(_mixture(converted))
@@ -367,7 +195,7 @@ def test_the_command_draws_a_mixture_from_a_sources_file(converted, tmp_path, ca
     assert status == 0, printed
     assert printed.startswith(f"wrote {out}: 5 samples, ")
     lines = printed.splitlines()[1:]
-    assert len(lines) == 5 and _png(out).shape[0] > 5 * L.FRAME_HEIGHT
+    assert len(lines) == 5 and png(out).shape[0] > 5 * L.FRAME_HEIGHT
     for line in lines:
         other = "other (dataset_index 1)" in line
         assert other or "one (dataset_index 0)" in line
@@ -410,6 +238,6 @@ def test_info_points_to_show_and_draws_with_show(converted, tmp_path, capsys):
     assert main(["info", str(converted["one"]), "--show", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out}: 6 samples" in printed and "action steps" in printed
-    assert _png(out).shape[1] > 600
+    assert png(out).shape[1] > 600
     assert main(["info", str(converted["one"]), "--json", "--show", str(out)]) == 1
     assert "--json prints metadata only" in capsys.readouterr().err

@@ -1,112 +1,18 @@
-"""Balanced evaluation sharding (jaxload.tools.eval.shards) and `jaxload eval-parallel`."""
+"""`jaxload eval-parallel` (jaxload.tools.eval.launcher): a command run as N shard
+processes, their output prefixed, their JSON results merged; a failing shard stops the rest."""
 
 import json
 import os
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-from jaxload.balance import imbalance
 from jaxload.cli import build_parser, main
 from jaxload.commands import eval_parallel
-from jaxload.converters.convert import convert
 from jaxload.errors import JaxloadError
-from jaxload.tools.eval.shards import episode_seed, merge_results, plan_shards, shard_episodes
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _episode_lengths() -> np.ndarray:
-    """200 episodes of 10..3000 frames, as recorded: 8 tasks in rotation (each with its own
-    typical length, geometric from 10 to 750 frames), and a second session whose episodes
-    are 4x longer. Round robin then gives one shard the same task over and over, and a
-    contiguous split gives the late shards the long session."""
-    i = np.arange(200)
-    base = np.geomspace(10, 750, 8)[i % 8]
-    session = np.where(i < 100, 1.0, 4.0)
-    noise = np.random.default_rng(0).uniform(0.85, 1.15, len(i))
-    return np.clip(np.rint(base * session * noise), 10, 3000).astype(np.int64)
-
-
-@pytest.mark.parametrize("shards", [4, 8])
-def test_lpt_shards_are_balanced_where_naive_splits_are_not(shards):
-    lengths = _episode_lengths()
-    assert lengths.min() == 10 and lengths.max() == 3000
-    plan = plan_shards(lengths, shards)
-    assert plan[0].imbalance <= 1.05
-    i = np.arange(len(lengths))
-    contiguous, round_robin = i * shards // len(i), i % shards
-    assert imbalance(lengths, contiguous, shards) >= 1.5
-    assert imbalance(lengths, round_robin, shards) >= 1.5
-    # Disjoint and complete, each shard's own call agrees with the plan.
-    episodes = [shard_episodes(lengths, shards, s).episodes for s in range(shards)]
-    union = np.concatenate(episodes)
-    assert sorted(union.tolist()) == list(range(len(lengths)))
-    assignment = np.empty(len(lengths), dtype=np.int64)
-    for s, mine in enumerate(episodes):
-        np.testing.assert_array_equal(mine, plan[s].episodes)
-        assert plan[s].cost == lengths[mine].sum()
-        assignment[mine] = s
-    assert imbalance(lengths, assignment, shards) == plan[0].imbalance
-
-
-def test_balanced_on_random_lengths_too():
-    lengths = np.random.default_rng(1).integers(10, 3001, size=200)
-    for shards in (4, 8):
-        assert plan_shards(lengths, shards)[0].imbalance <= 1.05
-
-
-def test_seeds_are_per_episode_distinct_and_independent_of_the_sharding():
-    lengths = dict(zip(range(100, 300), _episode_lengths()))  # episode ids 100..299
-    seeds = {}
-    for shards in (1, 3, 8):
-        for shard in plan_shards(lengths, shards, base_seed=7):
-            for episode, seed in zip(shard.episodes, shard.seeds):
-                assert seeds.setdefault(int(episode), seed) == seed
-    assert len(seeds) == 200 and len(set(seeds.values())) == 200
-    assert seeds[150] == episode_seed(7, 150) != episode_seed(8, 150)
-    shard = shard_episodes(lengths, 3, 1, base_seed=7)
-    a = np.random.default_rng(shard.seed_sequence(int(shard.episodes[0]))).random(3)
-    b = np.random.default_rng(np.random.SeedSequence(7, spawn_key=(int(shard.episodes[0]),)))
-    np.testing.assert_array_equal(a, b.random(3))
-
-
-def test_costs_default_to_frames_times_cameras_and_can_be_given(shared_lerobot, tmp_path):
-    root = tmp_path / "ds"
-    convert(shared_lerobot / "h264_single", root, episodes="0-3", workers=1, progress=False)
-    plan = plan_shards(root, 2)  # a dataset path: its episodes, lengths and 1 camera
-    assert sorted(np.concatenate([p.episodes for p in plan]).tolist()) == [0, 1, 2, 3]
-    assert sum(p.cost for p in plan) == 23 + 5 + 70 + 41
-    weighted = plan_shards({0: 10, 1: 10, 2: 10}, 2, cost=lambda e, n: n * (e + 1))
-    assert sorted(p.cost for p in weighted) == [30.0, 30.0]  # costs 10, 20, 30: {30} {10, 20}
-    assert plan_shards([5, 5], 2, cost=[1.0, 9.0])[0].cost in (1.0, 9.0)
-    with pytest.raises(ValueError, match="shard_id 2"):
-        shard_episodes([1, 2], 2, 2)
-    with pytest.raises(ValueError, match="cost has 1 values for 2"):
-        plan_shards([1, 2], 2, cost=[1.0])
-
-
-def test_merge_results_rules():
-    merged = merge_results(
-        [
-            {"episodes": [0, 3], "success": [1, 0], "sr": 0.5, "cfg": {"policy": "a"}},
-            {"episodes": [1], "success": [1], "sr": 1.0, "cfg": {"policy": "a"}, "extra": [9]},
-        ]
-    )
-    assert merged == {
-        "episodes": [0, 3, 1],
-        "success": [1, 0, 1],
-        "sr": [0.5, 1.0],
-        "cfg": {"policy": ["a", "a"]},
-        "extra": [9],
-    }
-    assert merge_results([[1], [2, 3]]) == [1, 2, 3]
-    with pytest.raises(ValueError, match=r"results\.x: shards disagree"):
-        merge_results([{"x": [1]}, {"x": {"a": 1}}])
-
+from jaxload.tools.eval.shards import plan_shards
+from tests.conftest import REPO_ROOT as REPO
 
 # --- eval-parallel, with real processes -----------------------------------------------------
 
@@ -229,3 +135,69 @@ def test_a_failing_shard_stops_the_others(tmp_path, capfd):
     assert time.monotonic() - started < 60  # the sleepers were stopped, not awaited
     assert "shard 0 of 3 failed with exit code 5" in capfd.readouterr().err
     assert not out.exists()
+
+
+def test_placeholders_are_replaced_literally_and_the_environment_tells_the_shard(monkeypatch):
+    from jaxload.tools.eval import launcher
+
+    cmd = ["run", "--id={shard_id}/{num_shards}", '{"k": {shard_id}}', "{output}", "{other}"]
+    assert launcher._substitute(cmd, 2, 4, REPO / "out.json") == [
+        "run", "--id=2/4", '{"k": 2}', str(REPO / "out.json"), "{other}"]  # fmt: skip
+    assert launcher._substitute(["{output}"], 0, 1, None) == ["{output}"]  # no --output
+    monkeypatch.setenv("MUJOCO_GL", "glfw")  # the user's own setting wins
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    env = launcher._shard_env(1, 2, REPO / "s.json", tune=True)
+    assert (env["JAXLOAD_SHARD_ID"], env["JAXLOAD_NUM_SHARDS"]) == ("1", "2")
+    assert env["JAXLOAD_SHARD_OUTPUT"] == str(REPO / "s.json")
+    assert env["MUJOCO_GL"] == "glfw" and env["PYTHONUNBUFFERED"] == "1"
+    assert env["OMP_NUM_THREADS"] == str(max(1, len(os.sched_getaffinity(0)) // 2))
+    plain = launcher._shard_env(0, 1, None, tune=False)
+    assert "OMP_NUM_THREADS" not in plain and "JAXLOAD_SHARD_OUTPUT" not in plain
+
+
+def test_bad_arguments_are_refused_before_anything_runs():
+    for argv, said in [(["eval-parallel"], "give the command after --"),
+                       (["eval-parallel", "--num-shards", "0", "--", "x"], "must be >= 1, got 0")]:  # fmt: skip
+        with pytest.raises(JaxloadError, match=said):
+            eval_parallel.run(build_parser().parse_args(argv))
+
+
+@pytest.mark.processes
+def test_a_shard_killed_by_a_signal_is_named_with_it(tmp_path, capfd):
+    code = "import os, signal\nif os.environ['JAXLOAD_SHARD_ID'] == '1': os.kill(os.getpid(), 9)"
+    argv = ["eval-parallel", "--num-shards", "2", "--", sys.executable, "-c", code]
+    assert main(argv) == 128 + 9
+    assert "shard 1 of 2 failed with signal 9" in capfd.readouterr().err
+
+
+@pytest.mark.processes
+def test_shard_results_that_are_not_json_or_do_not_merge_are_refused(tmp_path, capfd):
+    out = tmp_path / "merged.json"
+    writes = "import os, sys\nopen(os.environ['JAXLOAD_SHARD_OUTPUT'], 'w').write(sys.argv[1])"
+    garbled = "[1, 2"  # cut short
+    base = ["eval-parallel", "--num-shards", "2", "--output", str(out), "--", sys.executable]
+    assert main([*base, "-c", writes, garbled]) == 1
+    assert "shard-00000-of-00002.json is not valid JSON" in capfd.readouterr().err
+    assert not out.exists()
+    disagree = writes.replace("sys.argv[1]", "'[1]' if os.environ['JAXLOAD_SHARD_ID'] == '0' "
+                              "else '{\"a\": 1}'")  # fmt: skip
+    assert main([*base, "-c", disagree]) == 1
+    err = capfd.readouterr().err
+    assert "cannot merge the shards' results: results: shards disagree on the type" in err
+    assert not out.exists()
+
+
+@pytest.mark.processes
+def test_a_shard_dir_keeps_the_shards_files_and_names_them(tmp_path, capfd):
+    out, shards = tmp_path / "merged.json", tmp_path / "shards"
+    writes = "import os\nopen(os.environ['JAXLOAD_SHARD_OUTPUT'], 'w').write('[' + os.environ['JAXLOAD_SHARD_ID'] + ']')"  # fmt: skip
+    argv = ["eval-parallel", "--num-shards", "2", "--output", str(out), "--shard-dir",
+            str(shards), "--", sys.executable, "-c", writes]  # fmt: skip
+    assert main(argv) == 0
+    merged = json.loads(out.read_text())
+    assert merged["results"] == [0, 1]
+    kept = sorted(p.name for p in shards.iterdir())
+    assert kept == ["shard-00000-of-00002.json", "shard-00001-of-00002.json"]
+    assert [s["output"] for s in merged["shards"]] == [str(shards / k) for k in kept]
+    assert merged["command"] == [sys.executable, "-c", writes]

@@ -214,3 +214,68 @@ def test_tuned_loader_kwargs_keep_explicit_settings_and_log_the_choice(dataset, 
     assert "autotune: num_workers=" in record.getMessage() and "['prefetch']" in record.getMessage()
     loader = make_loader(dataset, global_batch_size=4, options=PipelineOptions(**kwargs))
     loader.close()
+
+
+def _probe(path: str, cameras: dict | None = None, sample_ms: float = 2.0, frames: int = 1000):
+    """A dataset's measurements as `probe_dataset` states them (planning for another host)."""
+    return A.DatasetProbe(path=path, frames=frames, episodes=10, frame_record_bytes=64,
+                          sample_bytes=64 * 1024, sample_ms=sample_ms,
+                          cameras=cameras or {})  # fmt: skip
+
+
+def _camera(codec: str = "h264") -> A.CameraProbe:
+    return A.CameraProbe(codec=codec, height=96, width=128, segment_bytes=4096.0,
+                         frames_per_segment=2.0, decode_ms_per_frame=0.5, decode_ms_random=1.0,
+                         frames_per_sample=2, segments_measured=8)  # fmt: skip
+
+
+CPU_HOST = M.MachineInfo(cpu_count=16, memory_total=64 * GiB, memory_available=48 * GiB,
+                         process_rss=1 * GiB)  # fmt: skip
+
+
+def test_tabular_data_gets_at_most_two_cores_and_a_mixture_is_weighed_by_frames():
+    tabular = A.recommend([], machine=CPU_HOST, probes=[_probe("/a"), _probe("/b")])
+    assert (tabular.num_workers, tabular.read_threads) == (0, 2)  # 2 cores: threads only
+    assert any("no video: reading is cheap, at most 2 cores" in r for r in tabular.reasons)
+    assert tabular.decode_device == "cpu"
+    # 8 of 16 cores load (JAX computes on the CPU); samples/s from the frame-weighted cost
+    mixed = A.recommend([], machine=CPU_HOST, probes=[
+        _probe("/a", {"cam": _camera()}, sample_ms=1.0, frames=3000),
+        _probe("/b", {"cam": _camera()}, sample_ms=5.0, frames=1000)])  # fmt: skip
+    assert mixed.samples_per_s == pytest.approx(8 * 1000 / 2.0)  # (3 x 1 + 1 x 5) / 4 ms
+    assert mixed.reasons[0].startswith("16 cores, 8 kept for the training process")
+
+
+def test_a_target_above_what_the_cores_give_leaves_them_all():
+    video = [_probe("/a", {"cam": _camera()}, sample_ms=10.0)]
+    modest = A.recommend([], machine=CPU_HOST, probes=video, target_samples_per_s=100)
+    assert any("100 samples/s wanted at 10.00 ms/sample: 2 cores" in r for r in modest.reasons)
+    eager = A.recommend([], machine=CPU_HOST, probes=video, target_samples_per_s=10_000)
+    plain = A.recommend([], machine=CPU_HOST, probes=video)
+    assert (eager.num_workers, eager.read_threads) == (plain.num_workers, plain.read_threads)
+    assert not any("wanted" in r for r in eager.reasons)
+
+
+def test_no_memory_for_a_worker_process_leaves_the_threads():
+    starved = dataclasses.replace(CPU_HOST, memory_available=1 * GiB)  # half: under one worker
+    rec = A.recommend([], machine=starved, probes=[_probe("/a", {"cam": _camera()})])
+    assert rec.num_workers == 0 and rec.read_threads == 8  # the 8 loading cores as threads
+    assert any(r.startswith("memory: 1.0 GiB free") for r in rec.reasons)
+
+
+def test_the_paste_ready_call_of_a_mixture_and_the_json():
+    windows = {"action": [0.0, 0.1]}
+    rec = A.recommend([], machine=CPU_HOST, probes=[_probe("/a"), _probe("/b")],
+                      delta_timestamps=windows)  # fmt: skip
+    call = rec.make_loader_call()
+    ast.parse(call)
+    assert call.splitlines()[1] == "    ['/a', '/b'],"
+    assert f"    delta_timestamps={windows!r}," in call.splitlines()
+    assert "options=jaxload.PipelineOptions(num_workers=0, read_threads=2, " in call
+    raw = json.loads(json.dumps(rec.to_json()))
+    assert raw["num_workers"] == 0 and [d["path"] for d in raw["datasets"]] == ["/a", "/b"]
+    assert raw["reasons"] == list(rec.reasons) and raw["machine"]["cpu_count"] == 16
+    summary = rec.summary()
+    assert "machine: 16 cores, 48.0 of 64.0 GiB free, GPUs: none" in summary
+    assert "dataset /a: 10 episodes, 1000 frames, 64 B tabular per frame" in summary
+    assert summary.endswith(call)
