@@ -97,6 +97,33 @@ def test_no_module_over_the_line_limit():
     assert {n: lines for n, lines in long.items() if lines > MAX_LINES} == {}
 
 
+# Modules without logic of their own, which need no test file of their name.
+NO_LOGIC = {
+    "jaxload/commands/eval_parallel.py": "a re-export of jaxload.tools.eval.launcher's main",
+    "jaxload/resolution/request.py": "a frozen dataclass of make_loader's arguments",
+}
+
+
+def _test_file_of(module: Path) -> Path:
+    """jaxload/<path>/<name>.py -> tests/<path>/test_<name>.py."""
+    relative = module.relative_to(REPO_ROOT / "jaxload")
+    return REPO_ROOT / "tests" / relative.parent / f"test_{relative.name}"
+
+
+def test_every_module_has_a_test_file_of_its_name():
+    """Tests mirror the package: a module's own tests are where a reader looks for them."""
+    missing = []
+    for path in sorted((REPO_ROOT / "jaxload").rglob("*.py")):
+        name = path.relative_to(REPO_ROOT).as_posix()
+        if path.name in ("__init__.py", "__main__.py") or name in NO_LOGIC:
+            continue
+        if not _test_file_of(path).exists():
+            missing.append(f"{name} -> {_test_file_of(path).relative_to(REPO_ROOT)}")
+    assert missing == []
+    stale = [n for n in NO_LOGIC if not (REPO_ROOT / n).exists()]
+    assert stale == []
+
+
 def test_pyproject_lists_every_package_of_the_tree():
     config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = {n for n, p in _modules().items() if p.name == "__init__.py"}

@@ -433,7 +433,7 @@ def x264_asm_cap() -> str:
 
     libx264's AVX-512 kernels read uninitialised memory for frame widths that are not a
     multiple of 64 (seen here at 80, 84 and 96): the same frames then encode to different
-    bytes from run to run (tests/test_video_determinism.py shows it). Capped at AVX2 the
+    bytes from run to run (tests/converters/test_video_determinism.py shows it). Capped at AVX2 the
     output is stable, and identical to what AVX2-only machines produce.
     """
     if platform.machine() not in ("x86_64", "AMD64"):

@@ -38,7 +38,7 @@ SKIPPED = [
         "the install itself: .ci/run runs it (then the tests, which run train_pjit.py)",
     ),
     (r"jaxload convert (lerobot/|hf://|gs://|s3://)", "needs the network (hub or bucket)"),
-    (r"--engine ray", "starts a Ray cluster (tests/converters/test_convert_engines.py covers it)"),
+    (r"--engine ray", "starts a Ray cluster (tests/converters/test_engines.py covers it)"),
     (r"-m pytest", "the test suite itself, which this test is part of"),
 ]
 

@@ -1,5 +1,5 @@
 """Batch transforms that break the batch_transform contract, and a trainer for the
-process-fault tests (tests/workers/test_worker_faults.py). Module level, so Grain worker
+process-fault tests (tests/workers/test_processes.py). Module level, so Grain worker
 processes can unpickle the transforms.
 
 Run as a script, the trainer builds a loader with 2 workers over a dataset, takes 3
