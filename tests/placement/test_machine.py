@@ -23,7 +23,7 @@ GiB = M.GiB
     [
         # The capability decides, whatever the name says.
         ("NVIDIA A100-SXM4-80GB", (9, 0), "Hopper"),
-        ("NVIDIA Next Gen", (12, 0), "Blackwell"),  # any major >= 10, whatever the name
+        ("NVIDIA Next Gen", (10, 0), "Blackwell"),  # any major >= 10, whatever the name
         ("NVIDIA RTX A6000", (8, 6), "Ampere GA10x"),
         # A capability not in the table: the name decides.
         ("NVIDIA H100 PCIe", (9, 9), "Hopper"),
