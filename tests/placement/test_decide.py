@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxload
 from jaxload.decode import backend
+from jaxload.placement import choice as decode_choice
 from jaxload.placement import decide as decide_module
 from tests.decode.test_nvdec import WINDOWS, SlowOnOneSide, two_camera_dataset
 
@@ -94,3 +95,80 @@ def test_auto_without_a_gpu_says_why_it_decodes_on_the_cpu(dataset):
     ) as loader:
         assert loader.spec.placement.choice.device == "cpu"
         assert "decode=cpu (auto: decode on CPU: no GPU)" in repr(loader)
+
+
+# --- decide_placement on the read spec, without a loader ---------------------------------
+
+
+def _read(dataset, **kwargs):
+    from jaxload.resolution.request import LoaderRequest
+    from jaxload.resolution.resolve import resolve_read
+
+    kwargs.setdefault("host_index", None if "sharding" in kwargs else 0)
+    kwargs.setdefault("host_count", None if "sharding" in kwargs else 1)
+    return resolve_read(LoaderRequest(dataset, global_batch_size=8, **kwargs))
+
+
+def _options(**kwargs):
+    return jaxload.PipelineOptions(num_workers=0, **kwargs).resolve()
+
+
+def _sharding():
+    return NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
+
+
+def test_cpu_decodes_everything_in_the_readers(dataset):
+    placement, specs = decide_module.decide_placement(_read(dataset), _options())
+    assert placement == decide_module.Placement(decode_device="cpu", source_transforms=(None,))
+    assert placement.decode_threads is None and placement.choice is None
+    (spec,) = specs
+    assert spec["observation.images.top"][0] == (48, 64, 3)  # decoded frames in the batch
+
+
+def test_devices_decode_the_cameras_sent_encoded_with_their_streams(dataset):
+    read = _read(dataset, sharding=_sharding())
+    placement, _ = decide_module.decide_placement(read, _options(decode_device="device"))
+    cameras = tuple(sorted(read.datasets[0].camera_keys))
+    assert placement.decode_device == "device" and tuple(sorted(placement.encoded)) == cameras
+    assert placement.streams == (("h264", 40, 72), ("h264", 48, 64))  # sorted
+    assert placement.decode_threads == 2  # CPU devices: 2 decodes in flight each
+    assert placement.choice is None  # fixed: nothing measured
+    asked, _ = decide_module.decide_placement(
+        read, _options(decode_device="device", decode_threads=3)
+    )
+    assert asked.decode_threads == 3
+    # The image transforms follow the decode: on the devices, over the global batch.
+    from jaxload.transforms import Resize
+
+    moved, _ = decide_module.decide_placement(
+        read, _options(decode_device="device"), [Resize((8, 8))]
+    )
+    assert moved.image_transforms_on == "device" and moved.transforms_in_readers is None
+    assert moved.transforms_on_devices is moved.image_transforms is not None
+    kept, _ = decide_module.decide_placement(read, _options(), [Resize((8, 8))])
+    assert (
+        kept.transforms_in_readers is kept.image_transforms and kept.transforms_on_devices is None
+    )
+
+
+def test_auto_measured_on_the_cpus_side_sends_nothing_encoded(dataset, monkeypatch):
+    """Mocked: the GPU probe that resolves "auto" to "hybrid" (no GPU here), and the
+    measurement's outcome (measured for real in the integration tests above)."""
+    monkeypatch.setattr(
+        decide_module,
+        "resolve_decode_device",
+        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
+    )
+    measured = []
+
+    def measure(read, encoded, options, threads):
+        measured.append((tuple(sorted(encoded)), threads))
+        return decode_choice.DecodeChoice("cpu", ("the readers were faster",), 900.0, 100.0)
+
+    monkeypatch.setattr(decide_module, "measure_decode_paths", measure)
+    read = _read(dataset, sharding=_sharding())
+    placement, _ = decide_module.decide_placement(read, _options(decode_device="auto"))
+    assert measured == [(tuple(sorted(read.datasets[0].camera_keys)), 2)]
+    assert placement.decode_device == "cpu" and placement.encoded == ()
+    assert placement.streams == () and placement.decode_threads is None
+    assert placement.choice.cpu_frames_per_s == 900.0
