@@ -28,3 +28,39 @@ def test_stream_epoch_and_default_weights():
         SampleStream([[3], [10]], weights=[1, 1], drop_n_last_frames=3)
     with pytest.raises(ValueError, match="dataset 0 has no valid anchors"):
         SampleStream([[3, 2]], drop_n_last_frames=3)
+
+
+def test_one_dataset_is_its_own_epoch_order():
+    stream = SampleStream([[4, 6]], seed=3)
+    assert stream.mixture is None and stream.epoch_size == 10
+    datasets, positions = stream.locate(np.arange(25))
+    assert datasets.tolist() == [0] * 25
+    np.testing.assert_array_equal(positions, stream.orders[0].positions(np.arange(25)))
+    assert sorted(positions[:10].tolist()) == list(range(10))  # each sample once an epoch
+
+
+def test_a_mixture_maps_each_dataset_through_its_own_order():
+    stream = SampleStream([[4, 6], [8]], weights=[1, 1], seed=3, mixture_block_size=2)
+    datasets, positions = stream.locate(np.arange(40))
+    assert datasets.dtype == positions.dtype == np.int64
+    mix_datasets, stream_positions = stream.mixture.locate(np.arange(40))
+    np.testing.assert_array_equal(datasets, mix_datasets)
+    for d in (0, 1):
+        mask = datasets == d
+        want = stream.orders[d].positions(stream_positions[mask])
+        np.testing.assert_array_equal(positions[mask], want)
+    # The orders differ per dataset even with one seed: each has its own stream id.
+    same = SampleStream([[8], [8]], weights=[1, 1], seed=3, mixture_block_size=2)
+    assert not np.array_equal(same.orders[0].positions(np.arange(8)),
+                              same.orders[1].positions(np.arange(8)))  # fmt: skip
+
+
+def test_stream_arguments_are_checked():
+    with pytest.raises(ValueError, match="need at least one dataset"):
+        SampleStream([])
+    with pytest.raises(ValueError, match="3 weights for 2 datasets"):
+        SampleStream([[5], [5]], weights=[1, 1, 1])
+    # A dataset with no anchors but weight 0 is never read: allowed.
+    stream = SampleStream([[3], [10]], weights=[0, 1], drop_n_last_frames=3)
+    assert stream.mixture.quota.tolist() == [0, 1]
+    assert set(stream.locate(np.arange(20))[0].tolist()) == {1}
