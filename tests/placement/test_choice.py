@@ -5,19 +5,14 @@ No GPU here: CPU devices stand in for the GPUs (the "device" path decodes throug
 `DeviceDecoder`), and a backend that slows one side stands in for a slow NVDEC or CPU.
 """
 
-import dataclasses
-import importlib
-
 import jax
 import pytest
-import torch
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import jaxload
 from jaxload.decode import backend
 from jaxload.placement import choice as decode_choice
-from jaxload.placement import decide as decide_module
 from jaxload.placement.choice import choose_by_rates, measure_decode_paths
 from jaxload.resolution.request import LoaderRequest
 from jaxload.resolution.resolve import resolve_read
@@ -68,73 +63,3 @@ def test_the_measurement_finds_the_slow_side(dataset, slow, chosen):
     assert choice.device == chosen, choice
     assert choice.cpu_frames_per_s > 0 and choice.device_frames_per_s > 0
     assert "frames/s on the CPU readers" in choice.describe()
-
-
-@pytest.mark.integration  # two seconds of timed decoding
-def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeypatch):
-    """make_loader(decode_device="auto") where NVDEC could decode: it times both sides and
-    keeps the faster, in the spec and the repr. Mocked: the GPU probe that resolves "auto"
-    to "hybrid" (no GPU here); CPU devices decode in its place."""
-    monkeypatch.setattr(
-        decide_module,
-        "resolve_decode_device",
-        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
-    )
-    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
-    kw = dict(global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS)
-    options = jaxload.PipelineOptions(num_workers=0, decode_threads=1)
-    with backend.use(SlowOnOneSide("devices", delay=0.5)):
-        loader = jaxload.make_loader(dataset, decode_device="auto", options=options, **kw)
-    with loader:
-        assert loader.spec.placement.choice.device == "cpu"
-        assert loader.spec.placement.decode_device == "cpu" and loader.spec.placement.encoded == ()
-        assert loader.options.decode_device == "auto"  # what was asked; the placement decides
-        assert "decode=cpu (auto: measured" in repr(loader)
-        reference = jaxload.make_loader(dataset, options=options, **kw)
-        with reference:
-            for _ in range(3):
-                got, want = next(loader), next(reference)
-                for key in want:
-                    assert (jax.numpy.asarray(got[key]) == jax.numpy.asarray(want[key])).all()
-
-
-@pytest.mark.integration  # two seconds of timed decoding
-def test_autotune_on_a_gpu_host_leaves_the_decode_device_to_autos_measurement(dataset, monkeypatch):
-    """PipelineOptions(autotune=True) where NVDEC could decode: the loader measures the
-    sides (as decode_device="auto") instead of running hybrid unmeasured. Mocked: the GPU
-    host (no GPU here); CPU devices decode in its place."""
-    recommend_module = importlib.import_module("jaxload.autotune.recommend")  # not the function
-    from jaxload.placement import machine as M
-
-    h100 = M.GpuInfo("NVIDIA H100 80GB HBM3", 80 * M.GiB, (9, 0))
-    host = dataclasses.replace(M.probe_machine(), gpus=(h100,), torchcodec_cuda=True)
-    monkeypatch.setattr(recommend_module, "probe_machine", lambda: host)
-    monkeypatch.setattr(
-        decide_module,
-        "resolve_decode_device",
-        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
-    )
-    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
-    options = jaxload.PipelineOptions(autotune=True, num_workers=0, decode_threads=1)
-    with backend.use(SlowOnOneSide("devices", delay=0.5)):
-        loader = jaxload.make_loader(
-            dataset, global_batch_size=8, sharding=sharding, delta_timestamps=WINDOWS,
-            options=options,
-        )  # fmt: skip
-    with loader:
-        assert loader.spec.placement.choice is not None, "autotune ran hybrid unmeasured"
-        assert loader.spec.placement.choice.device == "cpu"
-        assert "decode=cpu (auto: measured" in repr(loader)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without a GPU does")
-def test_auto_without_a_gpu_says_why_it_decodes_on_the_cpu(dataset):
-    """No GPU: "auto" is "cpu", and the loader says so where a user looks (not only a log
-    line, which a root logger set up by absl hides)."""
-    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
-    options = jaxload.PipelineOptions(num_workers=0, decode_device="auto")
-    with jaxload.make_loader(
-        dataset, global_batch_size=8, sharding=sharding, options=options
-    ) as loader:
-        assert loader.spec.placement.choice.device == "cpu"
-        assert "decode=cpu (auto: decode on CPU: no GPU)" in repr(loader)
