@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.episode_dataset import EpisodeDataset
 from jaxload.format.reader import DatasetFiles
 
 
@@ -75,6 +76,13 @@ def probe_dataset(
         if isinstance(dataset, str | os.PathLike)
         else dataset
     )
+    if not isinstance(ds, EpisodeDataset) or ds.storage is None:
+        # A map-style dataset of the caller's: no records, GOPs or cameras to measure.
+        name = ds.name if isinstance(ds, EpisodeDataset) else type(ds).__name__
+        raise ValueError(
+            f"autotune measures jaxload datasets (a path, or jaxload.open's); {name} is not "
+            "one: set PipelineOptions' knobs yourself instead of autotune=True"
+        )
     spec = ds.element_spec()
     sample_bytes = sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in spec.values())
     cameras = {cam: _probe_camera(ds, cam, segments, spec) for cam in ds.camera_keys}

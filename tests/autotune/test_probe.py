@@ -86,3 +86,15 @@ def test_an_opened_dataset_keeps_its_own_windows_and_tabular_data_has_no_cameras
     table = probe_dataset(tabular, segments=2, samples=2)
     assert table.cameras == {} and table.frames == 8 and table.episodes == 2
     assert table.sample_ms > 0 and table.sample_bytes > 0
+
+
+def test_a_map_style_dataset_is_refused_by_name_not_failed_on():
+    """Found by tests/resolution/test_resolve.py's author: autotune=True over a dataset of
+    the caller's raised AttributeError ('tuple' object has no attribute 'shape')."""
+    from jaxload.autotune import tuned_loader_kwargs
+    from jaxload.episode_dataset import MapDataset
+    from tests.support.fake_dataset import FakeDataset
+
+    for dataset in (FakeDataset([50]), MapDataset(FakeDataset([50]))):
+        with pytest.raises(ValueError, match=r"autotune measures jaxload datasets.*FakeDataset"):
+            tuned_loader_kwargs([dataset], host_count=1)
