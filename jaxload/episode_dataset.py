@@ -111,6 +111,15 @@ class MapDataset:
     def __init__(self, dataset: Any):
         self.dataset = dataset
         self.episode_lengths = np.asarray(dataset.episode_lengths, np.int64)
+        frames = int(self.episode_lengths.sum())
+        if frames != len(dataset) or np.any(self.episode_lengths < 1):
+            # Positions are frames of the episodes' concatenation: any other total would
+            # leave frames unread or read past the end.
+            raise ValueError(
+                f"{type(dataset).__name__}: episode_lengths must be positive and add up to "
+                f"len(dataset) = {len(dataset)}; they add up to {frames} "
+                f"({self.episode_lengths.tolist()[:8]}{' ...' if len(self.episode_lengths) > 8 else ''})"
+            )
         default_index = np.arange(len(self.episode_lengths), dtype=np.int64)
         self.episode_index = np.asarray(getattr(dataset, "episode_index", default_index))
         self.name = str(getattr(dataset, "path", type(dataset).__name__))
@@ -200,7 +209,8 @@ def as_episode_dataset(obj: Any) -> EpisodeDataset:
         return MapDataset(obj)
     raise TypeError(
         f"{type(obj).__name__} is not a dataset: a loader reads jaxload.open's datasets, or "
-        "map-style datasets over frames with `episode_lengths`, `len` and `ds[i]`"
+        "map-style datasets over frames with `episode_lengths`, `len` and `ds[i]` "
+        '(docs/LOADER.md, "Your own dataset")'
     )
 
 

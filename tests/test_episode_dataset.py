@@ -59,6 +59,44 @@ def test_what_is_not_a_dataset_is_refused_naming_what_is_missing():
         as_episode_dataset(object())
 
 
+class _NoLengths(_Plain):
+    """What a new user writes first: len and items, no episode_lengths. Iterating it runs
+    `ds[i]` past the end (here an IndexError; a uint8 frame index overflowed in the trial)."""
+
+    def __init__(self):
+        self.items_read = 0
+
+    def __getitem__(self, i):
+        self.items_read += 1
+        if i >= 5:
+            raise IndexError(i)
+        return super().__getitem__(i)
+
+
+def test_make_loader_refuses_a_dataset_without_lengths_saying_what_it_needs():
+    """Before, make_loader took it for a list of datasets: it iterated it and failed on the
+    first sample ("expected str, bytes or os.PathLike object, not dict")."""
+    import jaxload
+
+    ds = _NoLengths()
+    with pytest.raises(TypeError, match=r"_NoLengths is not a dataset.*episode_lengths.*Your own"):
+        jaxload.make_loader(ds, global_batch_size=2, host_index=0, host_count=1)
+    assert ds.items_read == 0  # never iterated
+
+
+@pytest.mark.parametrize("lengths", [[2, 2], [2, 4], [0, 5]])
+def test_episode_lengths_must_tile_the_frames(lengths):
+    """Lengths adding up to less than len(ds) left frames unread; to more, the first batch
+    raised a bare IndexError."""
+    ds = _Plain()
+    ds.episode_lengths = lengths
+    with pytest.raises(
+        ValueError,
+        match=r"_Plain: episode_lengths must be positive and add up to len\(dataset\) = 5",
+    ):
+        as_episode_dataset(ds)
+
+
 def test_a_view_names_content_episodes_and_windows_in_frames():
     a = as_episode_dataset(FakeDataset([4, 6], delta_timestamps={"action": [0.0, 0.1]}))
     b = as_episode_dataset(FakeDataset([4, 6], delta_timestamps={"action": [0.0, 0.2]}))

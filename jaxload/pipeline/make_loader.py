@@ -111,8 +111,9 @@ def make_loader(
         paths_or_datasets: what is read: a dataset path, a URL (s3://, gs://, hf://,
             https://: read by byte range, verified, fetched ahead from the known order;
             docs/LOADER.md, "Remote datasets"), a dataset opened with `jaxload.open`, a
-            `jaxload.DatasetSource` (path, weight, episodes, windows, key map), or a list
-            of them (a mixture).
+            map-style dataset of your own with `episode_lengths`, `len` and `ds[i]`
+            (docs/LOADER.md, "Your own dataset"), a `jaxload.DatasetSource` (path, weight,
+            episodes, windows, key map), or a list of them (a mixture).
         global_batch_size: rows of each global batch, divisible by the host count (and by
             the batch shards of `sharding`).
         seed: fixes each epoch's permutation (an integer in [0, 2**64)).

@@ -63,7 +63,10 @@ def resolve_image_transforms(
         for cams, m in zip(cameras, key_maps, strict=True)
     ]
     if not any(batch_cams):
-        raise ValueError("image_transforms: the datasets have no cameras to transform")
+        raise ValueError(
+            "image_transforms: the datasets have no cameras to transform (a map-style "
+            "dataset of your own names its image keys in `camera_keys`)"
+        )
     if on == "auto":
         on = "device" if encoded else "cpu"
     bound_own = tuple(

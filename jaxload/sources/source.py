@@ -77,7 +77,8 @@ class DatasetSource:
         ):
             raise ValueError(
                 "episodes/delta_timestamps/delta_frames apply when jaxload opens a path; pass "
-                "them to jaxload.open for datasets you open yourself"
+                "them to jaxload.open for datasets you open yourself (a map-style dataset of "
+                'your own returns its windows itself: docs/LOADER.md, "Your own dataset")'
             )
         if self.cameras is not None:
             _check_cameras(self.cameras, self.name)
@@ -117,12 +118,15 @@ def as_sources(
 ) -> list[DatasetSource]:
     """make_loader's first argument and shorthands as one DatasetSource per dataset, with
     windows resolved at each dataset's fps (jaxload.sources.windows)."""
-    items = (
-        [paths_or_datasets]
-        if isinstance(paths_or_datasets, str | os.PathLike | DatasetSource)
-        or is_dataset(paths_or_datasets)
-        else list(paths_or_datasets)
-    )
+    if isinstance(paths_or_datasets, str | os.PathLike | DatasetSource) or is_dataset(
+        paths_or_datasets
+    ):
+        items = [paths_or_datasets]
+    elif isinstance(paths_or_datasets, list | tuple):  # a mixture
+        items = list(paths_or_datasets)
+    else:  # never iterated: a map-style dataset without episode_lengths would be read whole
+        as_episode_dataset(paths_or_datasets)  # raises, saying what a dataset needs
+        items = [paths_or_datasets]
     if not items:
         raise ValueError("make_loader needs at least one dataset")
     sources = [s if isinstance(s, DatasetSource) else DatasetSource(s) for s in items]

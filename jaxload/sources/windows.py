@@ -64,7 +64,8 @@ def resolve_windows(
             if _is_opened(source) and shared:
                 raise ValueError(
                     "delta_timestamps apply when jaxload opens a path; pass them to jaxload.open "
-                    "for datasets you open yourself"
+                    "for datasets you open yourself (a map-style dataset of your own returns "
+                    'its windows itself: docs/LOADER.md, "Your own dataset")'
                 )
             out.append(source)
             infos.append(None)

@@ -76,7 +76,7 @@ class _ForkServerContextLookup:
 def enabled() -> bool:
     """Whether workers start from the fork server (JAXLOAD_WORKER_START=spawn: they don't;
     nor where the platform has no forkserver start method)."""
-    method = os.environ.get(START_ENV, "forkserver").strip().lower()
+    method = os.environ.get(START_ENV, "").strip().lower() or "forkserver"  # empty: unset
     if method not in ("forkserver", "spawn"):
         raise ValueError(f"{START_ENV}={method!r}: use 'forkserver' (default) or 'spawn'")
     return method == "forkserver" and "forkserver" in multiprocessing.get_all_start_methods()

@@ -1,7 +1,7 @@
 """Scripts that start worker processes without `if __name__ == "__main__":`, explained.
 
-Grain starts worker processes with multiprocessing's "spawn": a new process first runs the
-top level of the training script again (as module `__mp_main__`). A script that builds and
+A worker process (forked from jaxload's fork server, or spawned: jaxload.workers.fork_server)
+first runs the top level of the training script again (as module `__mp_main__`). A script that builds and
 iterates a loader at its top level would then start workers from every worker;
 multiprocessing refuses ("An attempt has been made to start a new process before the
 current process has finished its bootstrapping phase"), the worker exits with status 1,
@@ -46,8 +46,8 @@ from jaxload.workers.fork_server import training_process_pid
 UNGUARDED_EXIT_CODE = 78
 DOCS = 'docs/LOADER.md, "Worker processes and the `__main__` guard"'
 _WHY = (
-    "Worker processes start by running the script's top level again (multiprocessing's "
-    '"spawn"), so each worker would build the loader and start workers of its own; '
+    "Worker processes start by running the script's top level again (as multiprocessing's "
+    '"forkserver" and "spawn" do), so each worker would build the loader and start workers of its own; '
     "multiprocessing refuses that, the worker dies, and the script's output appears once "
     "more per worker."
 )

@@ -96,6 +96,8 @@ def test_preload_lists_the_workers_modules_what_the_trainer_imported_and_the_dec
 def test_the_start_method_is_chosen_by_environment(monkeypatch):
     monkeypatch.delenv(fork_server.START_ENV, raising=False)
     assert fork_server.enabled()
+    monkeypatch.setenv(fork_server.START_ENV, "")  # set but empty: as unset
+    assert fork_server.enabled()
     monkeypatch.setenv(fork_server.START_ENV, "spawn")
     assert not fork_server.enabled()
     assert fork_server.start_fork_server(decodes_video=False) is False
