@@ -293,6 +293,7 @@ def load_tasks(storage: DatasetStorage, info: DatasetInfo | None = None) -> Task
             version of the dataset.
 
     Example:
+        >>> from jaxload.format.storage import LocalDirectory
         >>> dict(load_tasks(LocalDirectory("out/demo")))
         {0: 'pick up the cube and put it in the bowl', 1: 'push the cube to the left edge'}
     """

@@ -67,7 +67,9 @@ class _ForkServerContextLookup:
     else is multiprocessing's own."""
 
     def get_context(self, method: str | None = None) -> multiprocessing.context.BaseContext:
-        return multiprocessing.get_context("forkserver" if method == "spawn" else method)
+        # JAXLOAD_WORKER_START is read at each worker start, also after the lookup was set.
+        forked = method == "spawn" and enabled()
+        return multiprocessing.get_context("forkserver" if forked else method)
 
     def __getattr__(self, name: str):
         return getattr(multiprocessing, name)

@@ -143,8 +143,9 @@ def test_two_thousand_shards_shuffled_by_two_workers_under_ulimit_256(two_thousa
     peaks, bound = result["peak"].values(), shard_capacity(256)
     assert all(total <= 256 for total, _ in peaks)
     # The two workers read far more shards than they kept open; the trainer only shard 0
-    # (jaxload.open checks it), the resource tracker none.
+    # (jaxload.open checks it), the resource tracker and the fork server none.
     assert sorted(shards for _, shards in peaks)[-3:] == [1, bound, bound], result["peak"]
+    assert len(peaks) == 5, result["peak"]  # trainer, tracker, server, 2 workers
 
 
 @pytest.mark.processes

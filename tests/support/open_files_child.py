@@ -31,6 +31,7 @@ def read(path: str) -> dict:
     import psutil
 
     import jaxload
+    from jaxload.workers.processes import worker_pids
 
     loader = jaxload.make_loader(
         path,
@@ -44,13 +45,15 @@ def read(path: str) -> dict:
     frames = []
     for batch in loader:
         frames += zip(batch["episode_index"].tolist(), batch["frame_index"].tolist())
-        for process in [me, *me.children()]:
+        # The trainer, its children (resource tracker, fork server) and the workers (the
+        # fork server's children, jaxload.workers.fork_server).
+        for pid in [me.pid, *(child.pid for child in me.children()), *worker_pids()]:
             try:
-                counts = descriptors(process.pid, data_dir)
+                counts = descriptors(pid, data_dir)
             except OSError:
                 continue
-            old = peak.setdefault(process.pid, [0, 0])
-            peak[process.pid] = [max(a, b) for a, b in zip(old, counts)]
+            old = peak.setdefault(pid, [0, 0])
+            peak[pid] = [max(a, b) for a, b in zip(old, counts)]
     loader.close()
     return {"frames": frames, "peak": peak}
 

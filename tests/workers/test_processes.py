@@ -17,8 +17,8 @@ import jaxload
 from jaxload import PipelineOptions, make_loader
 from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError, WorkerDiedError, WorkerTimeoutError
+from jaxload.workers import fork_server, shared_batch
 from jaxload.workers import processes as workers_module
-from jaxload.workers import shared_batch
 from tests.pipeline.test_loader import assert_batches_equal
 from tests.support import fault_helpers
 
@@ -189,14 +189,24 @@ def test_a_killed_worker_collected_by_someone_else_is_named_and_no_batch_is_skip
     loader.close()
 
 
-def test_a_worker_killed_while_it_starts_is_named_and_no_batch_is_skipped(dataset):
+@pytest.mark.parametrize("start", ["spawn", "forkserver"])
+def test_a_worker_killed_while_it_starts_is_named_and_no_batch_is_skipped(
+    dataset, monkeypatch, start
+):
     """Found by the soak: a worker SIGKILLed before Grain ran its worker_init_fn (while it
     imports, seconds on a busy machine) is known by no pid, and its death came out as
     Grain's bare RuntimeError."""
+    # Spawned, a worker imports for seconds before it says who it is; forked from the fork
+    # server it may have read batches already when the kill lands (either way it is named):
+    # 12 batches so that its death is reached whatever it read ahead.
+    monkeypatch.setenv(fork_server.START_ENV, start)
     reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
-    want = [next(reference) for _ in range(6)]
+    want = [next(reference) for _ in range(12)]
     options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
-    earlier = set(workers_module.worker_pids())  # earlier loaders' workers, still exiting
+    # Earlier loaders' workers gone first: a closed loader's worker forked late (a restart
+    # under way) would otherwise be taken for one of this loader's.
+    assert _within(30, lambda: not workers_module.worker_pids())
+    earlier = set(workers_module.worker_pids())
     loader = make_loader(dataset, options=options, **KW).start()
     assert _within(30, lambda: len(set(workers_module.worker_pids()) - earlier) == 2)
     registry = loader._workers
