@@ -57,6 +57,7 @@ class EpisodeDataset(Protocol):
         camera_keys: the camera keys of a sample.
         video_cameras: the cameras `read` returns compressed -> their stream
             (`jaxload.format.layout.Camera`: codec, height, width).
+        tasks: task_index -> task string ({} when it has no task table).
         storage: where its files live (`jaxload.format.storage.DatasetStorage`), or None.
         remote_store: its `jaxload.storage.remote.RemoteStore` when read from object
             storage (fetching ahead, read counters), else None.
@@ -71,6 +72,7 @@ class EpisodeDataset(Protocol):
     window_frames: Mapping[str, np.ndarray]
     camera_keys: Sequence[str]
     video_cameras: Mapping[str, Any]
+    tasks: Mapping[int, str]
     storage: Any
     remote_store: Any
 
@@ -99,8 +101,8 @@ class MapDataset:
 
     The wrapped dataset needs `len(ds)`, `ds[i]` (a dict of numpy arrays and strings) and
     `episode_lengths`; it may have `__getitems__` (a batched read), `camera_keys`,
-    `episode_index`, `fingerprint`, `fps`, `delta_timestamps` (seconds), `element_spec()`
-    and `path`. What it has is read here, once, when it is wrapped.
+    `episode_index`, `fingerprint`, `fps`, `delta_timestamps` (seconds), `element_spec()`,
+    `tasks` (task_index -> string) and `path`. What it has is read here, once, when it is wrapped.
 
     Example (make_loader does this for you)::
 
@@ -137,6 +139,7 @@ class MapDataset:
             else {}
         )
         self.video_cameras: dict[str, Any] = {}  # its frames come decoded
+        self.tasks = dict(getattr(dataset, "tasks", None) or {})
         self.storage = self.remote_store = None
         self._batched = hasattr(dataset, "__getitems__")
         self._has_spec = hasattr(dataset, "element_spec")

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxload.episode_dataset import EpisodeDataset
+
 # Keys of every sample that are who it is, not what it shows.
 ID_KEYS = ("dataset_index", "episode_index", "frame_index", "index", "task_index", "timestamp")
 
@@ -72,7 +74,7 @@ class Context:
     """What a loader knows beyond its batch (all optional: a bare batch has none of it)."""
 
     names: Sequence[str] = ()
-    datasets: Sequence[Any] = ()
+    datasets: Sequence[EpisodeDataset] = ()
     positions: Sequence[int] = ()  # each row's global position in the loader's stream
 
 
@@ -150,7 +152,7 @@ def _row(
         episode=_int(arrays, "episode_index", r),
         frame=_int(arrays, "frame_index", r),
         task=_task(arrays, r, dataset),
-        fps=getattr(dataset, "fps", None),
+        fps=dataset.fps if dataset is not None else None,
         position=int(context.positions[r]) if r < len(context.positions) else None,
     )
 
@@ -159,16 +161,18 @@ def _int(arrays: Mapping[str, np.ndarray], key: str, r: int) -> int | None:
     return int(arrays[key][r]) if key in arrays else None
 
 
-def _task(arrays: Mapping[str, np.ndarray], r: int, dataset: Any) -> str:
+def _task(arrays: Mapping[str, np.ndarray], r: int, dataset: EpisodeDataset | None) -> str:
     if "task" in arrays:
         return str(arrays["task"][r])
-    tasks = getattr(dataset, "tasks", None)
+    tasks = dataset.tasks if dataset is not None else {}
     if "task_index" in arrays and tasks:
         return str(tasks.get(int(arrays["task_index"][r]), ""))
     return ""
 
 
-def _camera(arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: Any) -> CameraWindow:
+def _camera(
+    arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: EpisodeDataset | None
+) -> CameraWindow:
     frames = arrays[key][r]
     if frames.ndim == 3:
         frames = frames[None]
@@ -180,10 +184,10 @@ def _camera(arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: Any) ->
     return CameraWindow(key, frames, is_pad, missing, _offsets(dataset, key, len(frames)))
 
 
-def _offsets(dataset: Any, key: str, slots: int) -> tuple[int, ...] | None:
+def _offsets(dataset: EpisodeDataset | None, key: str, slots: int) -> tuple[int, ...] | None:
     """The window's offsets in frames, from the dataset's `window_frames` (in its own key
     names: a camera renamed by `cameras=` has none here)."""
-    windows = getattr(dataset, "window_frames", None) or {}
+    windows = dataset.window_frames if dataset is not None else {}
     offsets = windows.get(key)
     if offsets is None or len(offsets) != slots:
         return None
@@ -202,7 +206,9 @@ def _uint8(frames: np.ndarray) -> np.ndarray:
     return np.clip(np.round(x * 255), 0, 255).astype(np.uint8)
 
 
-def _series(arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: Any) -> SeriesWindow:
+def _series(
+    arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: EpisodeDataset | None
+) -> SeriesWindow:
     values = np.asarray(arrays[key][r], np.float64)
     if values.ndim == 1:
         values = values[None]
@@ -216,7 +222,7 @@ def _series(arrays: Mapping[str, np.ndarray], key: str, r: int, dataset: Any) ->
     return SeriesWindow(key, values, step_is_pad, dim_is_pad, _scale(dataset, key))
 
 
-def _scale(dataset: Any, key: str) -> str:
+def _scale(dataset: EpisodeDataset | None, key: str) -> str:
     """The dataset's own range for `key` from its meta/stats.json (min and max over its
     dims), e.g. "dataset's stats: -1.2 .. 3.4", or "" without stats."""
     if dataset is None:  # a batch alone: its rows carry no dataset
