@@ -151,17 +151,3 @@ def worker_start_method() -> str:
     from grain._src.python.dataset.transformations import process_prefetch
 
     return process_prefetch.mp.get_context("spawn").get_start_method()
-
-
-def training_process_pid() -> int:
-    """In a worker process: the training process's pid, known before multiprocessing says
-    it (while the worker still imports the script): the parent, or the fork server's."""
-    parent = os.getppid()
-    try:
-        with open(f"/proc/{parent}/cmdline", "rb") as f:
-            if b"multiprocessing.forkserver" not in f.read():
-                return parent
-        with open(f"/proc/{parent}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return parent

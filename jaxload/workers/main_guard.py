@@ -39,7 +39,7 @@ import tempfile
 from types import FrameType, ModuleType
 
 from jaxload.errors import UnguardedScriptError
-from jaxload.workers.fork_server import training_process_pid
+from jaxload.workers.processes import training_process_pid
 
 # Exit status of a worker that stopped in a re-run of an unguarded script (sysexits'
 # EX_CONFIG); no other code of a Grain worker exits with it.

@@ -407,6 +407,9 @@ def _mapped_inodes(shm_dir: str) -> set[int] | None:
 
 # -- finding worker processes ----------------------------------------------------------------
 
+# In the command line of multiprocessing's fork server and of the workers it forks.
+FORK_SERVER = b"multiprocessing.forkserver"
+
 
 def worker_pids(trainer_pid: int | None = None) -> list[int]:
     """Live worker processes (Grain's, any multiprocessing start) of `trainer_pid` (default:
@@ -425,7 +428,7 @@ def worker_pids(trainer_pid: int | None = None) -> list[int]:
     servers = {
         pid
         for pid, (ppid, _, cmdline) in processes.items()
-        if ppid == trainer_pid and b"multiprocessing.forkserver" in cmdline
+        if ppid == trainer_pid and FORK_SERVER in cmdline
     }
     found = [
         pid
@@ -435,18 +438,26 @@ def worker_pids(trainer_pid: int | None = None) -> list[int]:
     return sorted(found)
 
 
+def training_process_pid() -> int:
+    """In a worker process: the training process's pid, known before multiprocessing says
+    it (while the worker still imports the script): the parent, or the fork server's."""
+    parent = os.getppid()
+    seen = _process(parent)  # (its parent, state, command line)
+    return seen[0] if seen is not None and FORK_SERVER in seen[2] else parent
+
+
 def _processes() -> dict[int, tuple[int, bytes, bytes]]:
     """pid -> (parent pid, state, command line) of every process in /proc."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except (OSError, IndexError):
-            continue
-        out[int(entry)] = (int(fields[1]), fields[0], cmdline)
-    return out
+    found = {int(e): _process(int(e)) for e in os.listdir("/proc") if e.isdigit()}
+    return {pid: seen for pid, seen in found.items() if seen is not None}
+
+
+def _process(pid: int) -> tuple[int, bytes, bytes] | None:
+    """(parent pid, state, command line) of `pid` from /proc; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return int(fields[1]), fields[0], f.read()
+    except (OSError, IndexError, ValueError):
+        return None
