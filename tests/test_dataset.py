@@ -23,27 +23,18 @@ import pytest
 
 import jaxload
 import jaxload.stats as S
-from jaxload.converters.convert import convert
 from jaxload.errors import DatasetError
 from jaxload.transforms import Normalize
+from tests.support.helpers import converted
 from tests.support.lerobot_factory import string_value, write_lerobot_v3
 
 SHARED = ("h264_single", "tabular_only")
 TABULAR_DT = {"action": [k / 50 for k in range(32)], "observation.state": [-0.04, -0.02, 0.0]}
 
 
-def _converted(tmp_path_factory, src: Path, name: str | None = None, **kwargs) -> Path:
-    """A conversion of `src`, shared by every test module of this session."""
-    out = tmp_path_factory.getbasetemp() / "converted" / (name or src.name)
-    if not out.exists():
-        out.parent.mkdir(exist_ok=True)
-        convert(src, out, workers=1, progress=False, **kwargs)
-    return out
-
-
 @pytest.fixture(scope="module")
 def shared(shared_lerobot, tmp_path_factory):
-    return {n: _converted(tmp_path_factory, shared_lerobot / n) for n in SHARED}
+    return {n: converted(tmp_path_factory, shared_lerobot / n) for n in SHARED}
 
 
 CAM = "observation.images.top"
@@ -61,7 +52,7 @@ def small_dataset(tmp_path_factory) -> Path:
             cameras={CAM: (24, 64)},
             string_features=("language",),
         )
-        _converted(tmp_path_factory, src, "small")
+        converted(tmp_path_factory, src, "small")
     return out
 
 

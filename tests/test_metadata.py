@@ -18,14 +18,15 @@ from jaxload.errors import DatasetError
 from jaxload.format.storage import LocalDirectory
 from jaxload.metadata import DatasetMetadata, lerobot_features, shape_dtype_structs
 from jaxload.transforms import Normalize
-from tests.test_dataset import SHARED, _converted, _golden, _source_episodes, small_dataset
+from tests.support.helpers import converted
+from tests.test_dataset import SHARED, _golden, _source_episodes, small_dataset
 
 CAM = "observation.images.top"
 
 
 @pytest.fixture(scope="module")
 def shared(shared_lerobot, tmp_path_factory):
-    return {n: _converted(tmp_path_factory, shared_lerobot / n) for n in SHARED}
+    return {n: converted(tmp_path_factory, shared_lerobot / n) for n in SHARED}
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,27 +14,18 @@ import pytest
 import jaxload
 import jaxload.autotune as A
 from jaxload.cli import main
-from jaxload.converters.convert import convert
 from jaxload.options import PipelineOptions
 from jaxload.pipeline.make_loader import make_loader
 from jaxload.placement import machine as M
+from tests.support.helpers import converted
 
 GiB = 2**30
 WINDOWS = {"action": [k / 10 for k in range(8)], "observation.image": [-0.1, 0.0]}
 
 
-def _converted(tmp_path_factory, src: Path, name: str | None = None, **kwargs) -> Path:
-    """A conversion of `src`, shared by every test module of this session."""
-    out = tmp_path_factory.getbasetemp() / "converted" / (name or src.name)
-    if not out.exists():
-        out.parent.mkdir(exist_ok=True)
-        convert(src, out, workers=1, progress=False, **kwargs)
-    return out
-
-
 @pytest.fixture(scope="module")
 def dataset(shared_lerobot, tmp_path_factory):
-    return _converted(tmp_path_factory, shared_lerobot / "h264_single")
+    return converted(tmp_path_factory, shared_lerobot / "h264_single")
 
 
 @pytest.fixture(scope="module")

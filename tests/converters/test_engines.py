@@ -8,24 +8,17 @@ import pytest
 
 from jaxload.converters.convert import convert
 from jaxload.errors import JaxloadError
+from tests.converters.conftest import MULTI_FILE_LENGTHS as LENGTHS
 from tests.support.helpers import tree_bytes
-from tests.support.lerobot_factory import write_lerobot_v3
 
-LENGTHS = (12, 3, 30, 7, 1, 18, 5, 9)
 # ray.init starts its daemons with fork+exec from this (JAX-importing) process: harmless.
 # (the tests that convert are `integration`; the fast ones at the end are not)
 pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    return write_lerobot_v3(
-        tmp_path_factory.mktemp("engines") / "src",
-        episode_lengths=LENGTHS,
-        cameras={"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)},
-        episodes_per_data_file=3,
-        episodes_per_video_file={"observation.images.top": 2, "observation.images.wrist": 3},
-    )
+def source(multi_file_v3):
+    return multi_file_v3
 
 
 @pytest.fixture(scope="module")

@@ -12,20 +12,12 @@ from jaxload.converters.plan import (
     plan_id,
     plan_units,
 )
-from tests.support.lerobot_factory import write_lerobot_v3
-
-LENGTHS = (12, 3, 30, 7, 1, 18, 5, 9)
+from tests.converters.conftest import MULTI_FILE_LENGTHS as LENGTHS
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    return write_lerobot_v3(
-        tmp_path_factory.mktemp("engines") / "src",
-        episode_lengths=LENGTHS,
-        cameras={"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)},
-        episodes_per_data_file=3,
-        episodes_per_video_file={"observation.images.top": 2, "observation.images.wrist": 3},
-    )
+def source(multi_file_v3):
+    return multi_file_v3
 
 
 @pytest.mark.integration

@@ -2,9 +2,10 @@
 
 import pytest
 
-from tests.stats.test_stream import SHARED, _converted
+from tests.stats.test_stream import SHARED
+from tests.support.helpers import converted
 
 
 @pytest.fixture(scope="module")
 def shared(shared_lerobot, tmp_path_factory):
-    return {n: _converted(tmp_path_factory, shared_lerobot / n) for n in SHARED}
+    return {n: converted(tmp_path_factory, shared_lerobot / n) for n in SHARED}

@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import jaxload.stats as S
-from jaxload.converters.convert import convert
 from jaxload.errors import DatasetError
 from jaxload.stats import quantiles as Q
 from jaxload.stats import stream
@@ -19,15 +18,6 @@ pytestmark = pytest.mark.integration
 
 SHARED = ("tabular_only", "h264_single", "av1_multi")
 QS = list(S.QUANTILES.values())
-
-
-def _converted(tmp_path_factory, src: Path, name: str | None = None, **kwargs) -> Path:
-    """A conversion of `src`, shared by every test module of this session."""
-    out = tmp_path_factory.getbasetemp() / "converted" / (name or src.name)
-    if not out.exists():
-        out.parent.mkdir(exist_ok=True)
-        convert(src, out, workers=1, progress=False, **kwargs)
-    return out
 
 
 def _source_columns(src: Path) -> dict[str, np.ndarray]:

@@ -23,3 +23,15 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
 def leftovers(parent: Path, name: str) -> list[Path]:
     """Anything a conversion to parent/name left behind: the output or hidden temp dirs."""
     return [p for p in parent.iterdir() if p.name == name or p.name.startswith(f".{name}.tmp")]
+
+
+def converted(tmp_path_factory, src: Path, name: str | None = None, **kwargs) -> Path:
+    """A conversion of `src` (convert's keyword arguments), made once per session and shared
+    by every test module that asks for the same `name` (default: the source's)."""
+    from jaxload.converters.convert import convert
+
+    out = tmp_path_factory.getbasetemp() / "converted" / (name or src.name)
+    if not out.exists():
+        out.parent.mkdir(exist_ok=True)
+        convert(src, out, workers=1, progress=False, **kwargs)
+    return out

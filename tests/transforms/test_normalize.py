@@ -3,7 +3,6 @@
 import json
 import pickle
 import shutil
-from pathlib import Path
 
 import grain
 import jax.numpy as jnp
@@ -12,27 +11,18 @@ import pytest
 
 import jaxload
 import jaxload.stats as S
-from jaxload.converters.convert import convert
 from jaxload.pipeline.make_loader import make_loader
 from jaxload.transforms import Normalize
+from tests.support.helpers import converted
 
 MODES = {"observation.state": "mean_std", "action": "quantile", "observation.image": "mean_std"}
-
-
-def _converted(tmp_path_factory, src: Path, name: str | None = None, **kwargs) -> Path:
-    """A conversion of `src`, shared by every test module of this session."""
-    out = tmp_path_factory.getbasetemp() / "converted" / (name or src.name)
-    if not out.exists():
-        out.parent.mkdir(exist_ok=True)
-        convert(src, out, workers=1, progress=False, **kwargs)
-    return out
 
 
 @pytest.fixture(scope="module")
 def dataset(shared_lerobot, tmp_path_factory):
     """h264_single converted, with its stats written (image stats copied from LeRobot)."""
     root = tmp_path_factory.mktemp("norm") / "ds"
-    shutil.copytree(_converted(tmp_path_factory, shared_lerobot / "h264_single"), root)
+    shutil.copytree(converted(tmp_path_factory, shared_lerobot / "h264_single"), root)
     S.write_stats(root, shared_lerobot / "h264_single" / "meta" / "stats.json")
     return root
 

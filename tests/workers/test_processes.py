@@ -89,6 +89,12 @@ def _semaphores_mapped_by(pids: list[int]) -> set[str]:
     return names
 
 
+def _grain_workers() -> list:
+    """This process's Grain worker processes (multiprocessing's objects), by pid."""
+    children = multiprocessing.active_children()
+    return sorted((p for p in children if p.name.startswith("grain-process")), key=lambda p: p.pid)
+
+
 def test_a_stopped_worker_raises_naming_it_and_the_loader_resumes(dataset):
     reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
     want = [next(reference) for _ in range(14)]
@@ -97,10 +103,7 @@ def test_a_stopped_worker_raises_naming_it_and_the_loader_resumes(dataset):
     )
     loader = make_loader(dataset, options=options, **KW)
     got = [next(loader) for _ in range(2)]  # both workers started
-    workers = sorted(
-        (p for p in multiprocessing.active_children() if p.name.startswith("grain-process")),
-        key=lambda p: p.pid,
-    )
+    workers = _grain_workers()
     assert len(workers) == 2
     stopped = workers[1].pid
     os.kill(stopped, signal.SIGSTOP)
@@ -133,10 +136,7 @@ def test_a_killed_worker_raises_naming_it_and_no_batch_is_skipped(dataset):
     options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
     loader = make_loader(dataset, options=options, **KW)
     got = [next(loader) for _ in range(2)]  # both workers started
-    workers = sorted(
-        (p for p in multiprocessing.active_children() if p.name.startswith("grain-process")),
-        key=lambda p: p.pid,
-    )
+    workers = _grain_workers()
     assert len(workers) == 2
     killed = workers[0].pid
     os.kill(killed, signal.SIGKILL)
@@ -167,10 +167,7 @@ def test_a_killed_worker_collected_by_someone_else_is_named_and_no_batch_is_skip
     options = PipelineOptions(num_workers=2, read_threads=1, worker_buffer_size=1, prefetch=1)
     loader = make_loader(dataset, options=options, **KW)
     got = [next(loader) for _ in range(3)]
-    workers = sorted(
-        (p for p in multiprocessing.active_children() if p.name.startswith("grain-process")),
-        key=lambda p: p.pid,
-    )
+    workers = _grain_workers()
     killed = workers[0]
     os.kill(killed.pid, signal.SIGKILL)
     assert _within(10, lambda: killed.exitcode is not None)  # collected here, not by the loader
