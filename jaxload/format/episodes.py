@@ -461,7 +461,9 @@ def _read_tasks(storage: DatasetStorage, info: DatasetInfo | None) -> TaskTable:
         twice = int(index[np.flatnonzero(np.diff(index) == 0)[0]])
         raise DatasetError(f"{path}: task_index {twice} appears twice")
     if info is not None:  # which string each frame's task_index names (format 6)
-        tasks = table["task"].take(order)
+        tasks = table["task"]
+        if np.any(order != np.arange(order.size)):  # (a take imports pandas: 0.25 s)
+            tasks = tasks.take(order)
         sealing.check_tasks(path, info.metadata_xxh3, sealing.tasks_digest(index, tasks))
     columns = _string_lists("task", table["task"], f"{path}: column task", lists=False)
     columns["task/ids"] = columns["task/ids"][order]  # one task per row, by task_index

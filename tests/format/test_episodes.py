@@ -215,3 +215,23 @@ def test_worker_processes_map_the_tables_instead_of_copying_them(converted):
         for pid in pids:
             maps = Path(f"/proc/{pid}/maps").read_text()
             assert all(name in maps for name in names), pid
+
+
+@pytest.mark.processes
+def test_opening_and_reading_import_no_pandas(converted):
+    """pyarrow imports pandas (0.25 s of CPU) at its first `pa.array` or compute call, when
+    pandas is installed: opening a dataset and serving a batch make none (make_loader's
+    CPU at DROID's shape, benchmarks/RESULTS.md "The episodes footer")."""
+    code = (
+        "import sys, jaxload\n"
+        f"loader = jaxload.make_loader({str(converted[0])!r}, global_batch_size=4,"
+        " host_index=0, host_count=1, delta_frames={'action': [0, 1]},"
+        " options=jaxload.PipelineOptions(num_workers=0))\n"
+        "next(loader); loader.close()\n"
+        "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
