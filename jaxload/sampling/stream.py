@@ -68,14 +68,17 @@ class SampleStream:
         self.epoch_size = sum(o.num_anchors for o in self.orders)
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(dataset index, dataset position) for each global position."""
-        positions = np.asarray(positions, dtype=np.int64)
+        """(dataset index, dataset position) for each global position; both in the shape
+        of `positions` (the orders and the schedule work on flat arrays)."""
+        shape = np.shape(positions)
+        positions = np.asarray(positions, dtype=np.int64).reshape(-1)
         if self.mixture is None:
-            return np.zeros(positions.shape, np.int64), self.orders[0].positions(positions)
+            dataset = np.zeros(positions.shape, np.int64)
+            return dataset.reshape(shape), self.orders[0].positions(positions).reshape(shape)
         dataset, stream_pos = self.mixture.locate(positions)
         out = np.empty(positions.shape, np.int64)
         for i, order in enumerate(self.orders):
             mask = dataset == i
             if mask.any():
                 out[mask] = order.positions(stream_pos[mask])
-        return dataset, out
+        return dataset.reshape(shape), out.reshape(shape)

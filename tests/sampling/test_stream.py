@@ -64,3 +64,16 @@ def test_stream_arguments_are_checked():
     stream = SampleStream([[3], [10]], weights=[0, 1], drop_n_last_frames=3)
     assert stream.mixture.quota.tolist() == [0, 1]
     assert set(stream.locate(np.arange(20))[0].tolist()) == {1}
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("weights", [None, [1.0, 2.0]])
+def test_positions_of_any_shape_locate_as_their_flat_values(shuffle, weights):
+    lengths = [[5, 7, 3]] if weights is None else [[5, 7, 3], [4, 4]]
+    stream = SampleStream(lengths, weights=weights, seed=3, shuffle=shuffle)
+    positions = np.arange(24).reshape(4, 6)
+    flat = stream.locate(positions.reshape(-1))
+    shaped = stream.locate(positions)
+    for got, expected in zip(shaped, flat, strict=True):
+        assert got.shape == (4, 6)
+        assert np.array_equal(got, expected.reshape(4, 6))
