@@ -3,6 +3,7 @@ at 100k episodes; conversion memory and time per episode from 1k to 100k episode
 
     python benchmarks/bench_scale.py open --base 72e4184 --repeats 3
     python benchmarks/bench_scale.py open --datasets droid 100k empty --workers 0 --repeats 5
+    python benchmarks/bench_scale.py open --datasets droid --workers 0 --alone --base e70d1b9
     python benchmarks/bench_scale.py convert --episodes 1000 10000 --base 72e4184 --repeats 2
     python benchmarks/bench_scale.py convert --episodes 100000 --repeats 1 --tag convert-100k
     python benchmarks/bench_scale.py convert --episodes 10000 --per-file 1000 10000 \
@@ -10,7 +11,7 @@ at 100k episodes; conversion memory and time per episode from 1k to 100k episode
 
 `open` measures, each run in a fresh process (jax imported first, as in a trainer):
 `jaxload.open(path)`, then `make_loader(path, ...)` (batches of 32, a 16-step action
-window), its first batch and 50 more batches, wall and CPU seconds, the RSS of the
+window; with `--alone` also in a process that did not open the dataset first), its first batch and 50 more batches, wall and CPU seconds, the RSS of the
 training process, and the pickled dataset's size (what Grain sends each worker). Each
 dataset runs with the default options (on 2 cores: no worker process), then with
 `--workers` worker processes for the RSS of each worker, compared with the same worker
@@ -323,12 +324,15 @@ def cmd_open(args) -> dict:
                 for side, tree in trees if r % 2 == 0 else trees[::-1]:
                     for name, (path, shuffle, fps) in datasets.items():
                         # The defaults (on 2 cores: no worker process) for the times and the
-                        # trainer, then `--workers` worker processes for their memory.
-                        for workers in [None, args.workers][: 2 if args.workers else 1]:
-                            config = dict(path=str(path), open=True, shuffle=shuffle, fps=fps,
+                        # trainer, then `--workers` worker processes for their memory; with
+                        # --alone also make_loader(path) without jaxload.open before it.
+                        runs = [(None, True), (args.workers, True)][: 2 if args.workers else 1]
+                        for workers, opened in runs + ([(None, False)] if args.alone else []):
+                            config = dict(path=str(path), open=opened, shuffle=shuffle, fps=fps,
                                           workers=workers, batch_size=32, batches=args.batches)  # fmt: skip
                             got = run_in_tree(MEASURE_OPEN, tree, config, timeout=3600)
                             key = f"{name}, {'default' if workers is None else workers} workers"
+                            key += "" if opened else ", make_loader alone"
                             results.setdefault(key, {}).setdefault(side, []).append(got)
                             print(f"round {r + 1} {key} {side}: {_brief(got)}", flush=True)
         finally:
@@ -503,7 +507,7 @@ def _print_open(results: dict, workers: int) -> None:
     for name, by_side in results.items():
         for side, runs in by_side.items():
             line = (
-                f"{name} {side}: open {median(runs, lambda r: r['open_s']):.2f} s "
+                f"{name} {side}: open {median(runs, lambda r: r.get('open_s', 0)):.2f} s "
                 f"({median(runs, lambda r: r.get('open_cpu_s', 0)):.2f} s CPU), make_loader "
                 f"{median(runs, lambda r: r['make_loader_s']):.2f} s "
                 f"({median(runs, lambda r: r.get('make_loader_cpu_s', 0)):.2f} s CPU), first "
@@ -534,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
         help="convert: processes; open: worker processes of the memory runs (0: none)",
     )  # fmt: skip
     parser.add_argument("--batches", type=int, default=50)
+    parser.add_argument(
+        "--alone", action="store_true", help="open: also make_loader(path) without open before"
+    )
     parser.add_argument(
         "--worker-start",
         nargs="+",

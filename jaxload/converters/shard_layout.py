@@ -8,7 +8,7 @@ With `group_size:1` every record is its own chunk. After the records ArrayRecord
 footer chunk (every chunk's offset: the index a random read starts from) and a postscript
 (where the footer is), both padded to 64 KiB block boundaries whatever the writer options
 say (array_record's `WriteFooterAndPostscript`). So a shard carries 64-128 KiB of fixed
-tail: why a tiny shard is exactly 3 x 64 KiB.
+tail: why a shard of one tiny record is exactly 2 x 64 KiB (tests/converters/test_shard_layout.py).
 
 `shard_layout(path)` walks the chunk headers (never the record contents) and returns
 that split, which sums exactly to the file size.

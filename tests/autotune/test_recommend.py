@@ -149,34 +149,6 @@ def test_small_hosts_and_memory_pressure(probe):
     assert (wanted.num_workers, wanted.read_threads) == (0, 2)
 
 
-@pytest.mark.parametrize(
-    ("name", "capability", "architecture", "av1"),
-    [
-        ("NVIDIA H100 80GB HBM3", (9, 0), "Hopper", False),
-        ("NVIDIA H200", None, "Hopper", False),
-        ("NVIDIA A100-SXM4-80GB", None, "Ampere GA100", False),
-        ("NVIDIA A10G", None, "Ampere GA10x", True),
-        ("NVIDIA L4", None, "Ada", True),
-        ("NVIDIA GeForce RTX 4090", (8, 9), "Ada", True),
-        ("NVIDIA B200", (10, 0), "Blackwell", True),
-        ("Tesla T4", None, "Turing", False),
-        ("Tesla V100-SXM2-16GB", None, "Volta", False),
-        ("Some Future GPU", None, "unknown", False),
-    ],
-)
-def test_nvdec_table(name, capability, architecture, av1):
-    gpu = M.GpuInfo(name, 16 * GiB, capability)
-    assert gpu.architecture == architecture
-    assert ("av1" in gpu.nvdec_codecs) is av1 and "h264" in gpu.nvdec_codecs
-
-
-def test_nvidia_smi_lines():
-    gpu = M._parse_smi_line("NVIDIA H100 80GB HBM3, 81559, 9.0")
-    assert gpu == M.GpuInfo("NVIDIA H100 80GB HBM3", 81559 * 2**20, (9, 0))
-    old_driver = M._parse_smi_line("Tesla T4, 15360")
-    assert old_driver.compute_capability is None and old_driver.architecture == "Turing"
-
-
 def test_cli_prints_a_recommendation_and_json(dataset, capsys):
     assert main(["autotune", str(dataset), "--delta-timestamps", json.dumps(WINDOWS)]) == 0
     out = capsys.readouterr().out
