@@ -85,15 +85,24 @@ def test_cpu_time_of_the_tree_and_the_delta_of_two_snapshots():
     assert M.cpu_delta({1: 1.0, 2: 5.0}, {1: 1.5, 2: 4.0, 3: 0.25}) == pytest.approx(0.75)
 
 
+def _samples_after(rss: M.RssSampler, moment: float, count: int = 2) -> None:
+    """Waits until the sampler took `count` samples after `moment` (not a fixed sleep: a
+    busy machine may hold its thread back for longer than a few intervals)."""
+    deadline = time.perf_counter() + 10
+    while sum(t > moment for t, _ in list(rss.timeline)) < count:
+        assert time.perf_counter() < deadline, "the sampler took no sample in 10 s"
+        time.sleep(0.01)
+
+
 def test_the_rss_sampler_sees_a_peak_that_is_gone_by_the_end():
     with M.RssSampler(interval_s=0.01) as rss:
-        time.sleep(0.03)
+        _samples_after(rss, 0.0)
         start = time.perf_counter()
         block = np.ones(96 * 2**20, np.uint8)  # touched: resident
-        time.sleep(0.05)
+        _samples_after(rss, time.perf_counter())
         end = time.perf_counter()
         del block
-        time.sleep(0.05)
+        _samples_after(rss, time.perf_counter())
         leaving = time.perf_counter()
     count = len(rss.timeline)
     time.sleep(0.03)
