@@ -2,6 +2,7 @@
 
     python benchmarks/profile_loader.py                 # small and large datasets
     python benchmarks/profile_loader.py --only small
+    python benchmarks/profile_loader.py --only small --decode-device cuda   # on a GPU host
 
 Three measurements on each benchmark dataset, with the benchmark's windows and batch size:
 
@@ -18,6 +19,11 @@ Three measurements on each benchmark dataset, with the benchmark's windows and b
 3. The real loader (2 workers), for the end-to-end rate and its CPU time per sample in
    the main process versus all processes.
 
+With `--decode-device cuda` (or "device": CPU devices, a dry run) it measures the devices'
+decode path instead (`device_breakdown`): per batch and per call, the decode threads' time
+in mp4 assembly, torchcodec decoder creation and decoding, and the decoders created per
+1,000 batches.
+
 Writes benchmarks/results_profile.json.
 """
 
@@ -28,6 +34,7 @@ import collections
 import contextlib
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -53,6 +60,7 @@ class Timers:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = collections.defaultdict(float)
         self.calls: dict[str, int] = collections.defaultdict(int)
+        self._lock = threading.Lock()  # decode threads time their stages at once
 
     @contextlib.contextmanager
     def time(self, stage: str) -> Iterator[None]:
@@ -60,8 +68,9 @@ class Timers:
         try:
             yield
         finally:
-            self.seconds[stage] += time.perf_counter() - start
-            self.calls[stage] += 1
+            with self._lock:
+                self.seconds[stage] += time.perf_counter() - start
+                self.calls[stage] += 1
 
     def wrap(self, stage: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -174,6 +183,79 @@ def stage_breakdown(path: Path, batch_size: int, batches: int, seed: int = 0) ->
         "total_ms_per_batch": 1000 * total / batches,
         "samples_per_s_one_thread": batch_size * batches / total,
     }
+
+
+DEVICE_STAGES = ("build_mp4", "decoder_create", "decode")
+
+
+def device_breakdown(
+    path: Path, batch_size: int, batches: int, decode_device: str, seed: int = 0
+) -> dict:
+    """What the devices' decode path costs per batch and per call, in this process: the
+    loader with `decode_device` ("cuda"; "device" on CPU devices), no worker process, its
+    decode threads' time in building each camera group's mp4, creating a torchcodec
+    decoder (torchcodec's NVDEC cache may reuse the hardware decoder under it) and decoding,
+    summed over the threads; and the batch's wall time."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from jaxload.options import PipelineOptions
+    from jaxload.pipeline.make_loader import make_loader
+    from jaxload.tools import bench
+
+    # The devices decode the rows they hold: batches sharded over every device.
+    sharding = NamedSharding(jax.make_mesh((jax.device_count(),), ("data",)), P("data"))
+    timers = Timers()
+    with instrumented(timers):
+        loader = make_loader(
+            path,
+            global_batch_size=batch_size,
+            seed=seed,
+            delta_timestamps=bench.bench_windows(path),
+            options=PipelineOptions(num_workers=0, decode_device=decode_device),
+            sharding=sharding,
+            host_index=0,
+            host_count=1,
+        )
+        for _ in range(3):  # warm-up: readers, decoders, the jitted transfer
+            next(loader)
+        timers.seconds.clear()
+        timers.calls.clear()
+        start = time.perf_counter()
+        for _ in range(batches):
+            next(loader)
+        total = time.perf_counter() - start
+        loader.close()
+    return {
+        "decode_device": decode_device,
+        "batches": batches,
+        "batch_size": batch_size,
+        "wall_ms_per_batch": 1000 * total / batches,
+        "thread_ms_per_batch": {s: 1000 * timers.seconds[s] / batches for s in DEVICE_STAGES},
+        "ms_per_call": {
+            s: 1000 * timers.seconds[s] / max(timers.calls[s], 1) for s in DEVICE_STAGES
+        },
+        "decoders_created_per_1000_batches": 1000 * timers.calls["decoder_create"] / batches,
+        "samples_per_s": batch_size * batches / total,
+    }
+
+
+def format_device(label: str, r: dict) -> str:
+    lines = [
+        f"{label}: decode_device={r['decode_device']!r}, {r['samples_per_s']:.0f} samples/s, "
+        f"{r['wall_ms_per_batch']:.1f} ms per batch of {r['batch_size']} (wall)"
+    ]
+    for stage in DEVICE_STAGES:
+        lines.append(
+            f"  {stage:<15} {r['thread_ms_per_batch'][stage]:>8.1f} ms per batch (threads), "
+            f"{r['ms_per_call'][stage]:>7.2f} ms per call"
+        )
+    lines.append(
+        f"  torchcodec decoders created per 1,000 batches: "
+        f"{r['decoders_created_per_1000_batches']:,.0f}"
+    )
+    return "\n".join(lines)
 
 
 class ConstantBatch:
@@ -300,12 +382,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--batches", type=int, default=30, help="batches timed per stage run")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--decode-device",
+        choices=["cuda", "device"],
+        help="profile the devices' decode path instead ('device': CPU devices, a dry run)",
+    )
     args = parser.parse_args(argv)
     from jaxload.tools import bench
 
     results = {}
     for label, spec in specs_for(args.quick, args.only).items():
-        _, path = bench_data.prepare(spec, args.cache, workers=2)
+        # The devices' path reads H.264 (NVDEC on A100/H100/H200 decodes no AV1), as bench_gpu.
+        codec = {"video_codec": "h264"} if args.decode_device else {}
+        _, path = bench_data.prepare(spec, args.cache, workers=2, **codec)
+        if args.decode_device:
+            results[label] = device_breakdown(
+                path, args.batch_size, args.batches, args.decode_device
+            )
+            print(format_device(label, results[label]), flush=True)
+            continue
         results[label] = profile(path, args)
         print(format_profile(label, results[label]), flush=True)
     doc = {

@@ -137,6 +137,13 @@ def test_side_scripts(tiny, cache, tmp_path):
     assert profile_loader.main([*argv, "--batches", "2", "--seconds", "1"]) == 0
     stages = json.loads((tmp_path / "prof.json").read_text())["results"]["small"]["stages"]
     assert stages["ms_per_batch"]["decode"] > 0 and stages["total_ms_per_batch"] > 0
+    # The devices' decode path, on CPU devices (the GPU run is scripts/gpu_check.sh's host).
+    argv += ["--batches", "2", "--decode-device", "device"]
+    assert profile_loader.main(argv) == 0
+    device = json.loads((tmp_path / "prof.json").read_text())["results"]["small"]
+    assert device["decode_device"] == "device" and device["wall_ms_per_batch"] > 0
+    assert device["thread_ms_per_batch"]["decode"] > 0
+    assert device["decoders_created_per_1000_batches"] >= 1000  # one or more per batch
 
 
 def test_report_fills_empty_and_stale_tables(monkeypatch):
