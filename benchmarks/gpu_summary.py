@@ -65,6 +65,9 @@ def build(out: Path, mode: str, steps: Path, junit: Path | None, seconds=None) -
         elif step == "tests":
             record.update(count_tests(out / "tests.log", junit))
             summary["tests"] = record
+        elif step == "profile":  # informational: not part of `ok`
+            record["figures"] = profile_figures(out / "results_profile_device.json")
+            summary["profile"] = record
         else:
             summary[step] = record
     summary["sizes"] = sizes
@@ -110,6 +113,16 @@ def size_figures(path: Path, name: str) -> dict:
             figures["devices"] = result.get("devices")
             return figures
     return {}
+
+
+def profile_figures(path: Path) -> dict:
+    """The decode-path profile's figures (benchmarks/profile_loader.py --decode-device), or
+    {} where the step left none."""
+    try:
+        results = json.loads(path.read_text())["results"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return next(iter(results.values()), {})
 
 
 def count_tests(log: Path, junit: Path | None) -> dict:
@@ -179,6 +192,21 @@ def render(summary: dict) -> str:
         ratios = {k: round(f[k], 3) for k in RATIOS if k in f}
         if ratios:
             lines.append(f"  ratios: {_pairs(ratios)}")
+    profile = summary.get("profile")
+    if profile:
+        lines.append(f"decode path per call (profile): {profile['status']}")
+        f = profile.get("figures") or {}
+        if f:
+            per_batch = {k: round(v, 1) for k, v in f["thread_ms_per_batch"].items()}
+            per_call = {k: round(v, 2) for k, v in f["ms_per_call"].items()}
+            lines.append(
+                f"  {f['decode_device']}: {f['wall_ms_per_batch']:.1f} ms per batch of "
+                f"{f['batch_size']}; threads' ms per batch: {_pairs(per_batch)}"
+            )
+            lines.append(f"  ms per call: {_pairs(per_call)}")
+            lines.append(
+                f"  decoders created per 1,000 batches: {f['decoders_created_per_1000_batches']:,.0f}"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -3,6 +3,7 @@
     python benchmarks/profile_loader.py                 # small and large datasets
     python benchmarks/profile_loader.py --only small
     python benchmarks/profile_loader.py --only small --decode-device cuda   # on a GPU host
+    python benchmarks/profile_loader.py --dataset runs/gpu_carry/data/small-h264 --decode-device cuda
 
 Three measurements on each benchmark dataset, with the benchmark's windows and batch size:
 
@@ -387,11 +388,25 @@ def main(argv: list[str] | None = None) -> int:
         choices=["cuda", "device"],
         help="profile the devices' decode path instead ('device': CPU devices, a dry run)",
     )
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        help="profile this converted dataset (e.g. one carried to a GPU host) instead",
+    )
     args = parser.parse_args(argv)
     from jaxload.tools import bench
 
     results = {}
-    for label, spec in specs_for(args.quick, args.only).items():
+    if args.dataset is not None and args.decode_device:
+        results[args.dataset.name] = device_breakdown(
+            args.dataset, args.batch_size, args.batches, args.decode_device
+        )
+        print(format_device(args.dataset.name, results[args.dataset.name]), flush=True)
+    elif args.dataset is not None:
+        results[args.dataset.name] = profile(args.dataset, args)
+        print(format_profile(args.dataset.name, results[args.dataset.name]), flush=True)
+    specs = {} if args.dataset is not None else specs_for(args.quick, args.only)
+    for label, spec in specs.items():
         # The devices' path reads H.264 (NVDEC on A100/H100/H200 decodes no AV1), as bench_gpu.
         codec = {"video_codec": "h264"} if args.decode_device else {}
         _, path = bench_data.prepare(spec, args.cache, workers=2, **codec)

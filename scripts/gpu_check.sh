@@ -9,6 +9,8 @@
 #      deadline (faulthandler dumps every stack at it; what the size left behind is killed
 #      after GPU_GRACE more seconds, so one stuck size never holds up the next): the sizes'
 #      output in OUT/bench_gpu.log, their results in OUT/results_gpu_<size>.json;
+#   3b. profiles the devices' decode path per call on one carried size (profile_loader.py
+#      --decode-device cuda: mp4 assembly, decoder creation, decode; #46): informational;
 #   4. writes the figures to OUT/summary.json and OUT/summary.txt (benchmarks/gpu_summary.py).
 # Without a GPU it dry-runs the same steps (CI: tests/tools/test_gpu_check.py), with no
 # carry: the tests collected only, bench_gpu.py on CPU devices (`--device device --quick
@@ -27,7 +29,9 @@
 # bench_gpu.py flags, e.g. "--skip-accuracy --skip-one-thread"); GPU_TESTS (pytest paths,
 # "" for none); GPU_TEST_DEADLINE (150 s); GPU_GRACE (15 s); GPU_FFMPEG_ROOT (/opt: where
 # the carried FFmpeg unpacks); GPU_CHECK_MODE (gpu or dry, instead of asking nvidia-smi);
-# GPU_BENCH (the benchmark script: tests swap it).
+# GPU_BENCH (the benchmark script: tests swap it); GPU_PROFILE (step 3b's size: "small" on a
+# GPU, the carried dataset of it; "" for none, the dry run's default) and
+# GPU_PROFILE_DEADLINE (60 s, reserved out of the budget when step 3b runs).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 started=$SECONDS
@@ -204,11 +208,16 @@ else
   FLAGS=(--device device --quick --tiny)
 fi
 BUDGET=${GPU_BUDGET:-540}
+# Step 3b's dataset: the carried one of this size on a GPU; none in a dry run unless asked.
+if [ "$MODE" = gpu ]; then PROFILE=${GPU_PROFILE-small}; else PROFILE=${GPU_PROFILE-}; fi
+PROFILE_DEADLINE=${GPU_PROFILE_DEADLINE:-60}
+RESERVE=0
+[ -n "$PROFILE" ] && RESERVE=$((PROFILE_DEADLINE + GRACE))
 read -r -a sizes <<<"$SIZES"
 left_sizes=${#sizes[@]}
 for size in "${sizes[@]}"; do
-  # At most its share of the budget left, keeping 20 s for the summary.
-  share=$(((BUDGET - (SECONDS - started) - 20) / left_sizes - GRACE))
+  # At most its share of the budget left, keeping 20 s for the summary (and step 3b's).
+  share=$(((BUDGET - RESERVE - (SECONDS - started) - 20) / left_sizes - GRACE))
   left_sizes=$((left_sizes - 1))
   if ((share < 30)); then
     echo "gpu_check: size $size skipped: ${share} s of the budget left for it"
@@ -227,6 +236,32 @@ for size in "${sizes[@]}"; do
     cat "$WORK/bench_$size.log"
   } | tee -a "$OUT/bench_gpu.log"
 done
+
+# --- 3b. The devices' decode path per call (#46) -----------------------------------------
+# benchmarks/profile_loader.py --decode-device: per batch and per call, the decode threads'
+# time in mp4 assembly, decoder creation and decoding, and decoders created per 1,000
+# batches: OUT/profile_device.log, OUT/results_profile_device.json. Informational: it does
+# not decide the run's status.
+if [ -n "$PROFILE" ]; then
+  left=$((BUDGET - (SECONDS - started) - 20 - GRACE))
+  limit=$((left < PROFILE_DEADLINE ? left : PROFILE_DEADLINE))
+  if [ "$MODE" = gpu ]; then
+    PFLAGS=(--dataset "$CARRY/data/$PROFILE-h264" --decode-device cuda --batches 40)
+  else
+    PFLAGS=(--quick --only "$PROFILE" --decode-device device --batches 4)
+  fi
+  if ((limit < 20)); then
+    echo "gpu_check: decode-path profile skipped: ${limit} s of the budget left for it"
+    step profile 0 0 "$limit" skipped
+  else
+    echo "gpu_check: decode-path profile ($PROFILE), deadline $limit s"
+    run_step "$OUT/profile_device.log" "$limit" timeout -s INT "$limit" "$PY" \
+      benchmarks/profile_loader.py "${PFLAGS[@]}" --out "$OUT/results_profile_device.json"
+    [ "$RC" = 124 ] && KILLED=1  # timeout's
+    step profile "$RC" "$TOOK" "$limit" "$(status_of "$OUT/profile_device.log")"
+    tail -n 6 "$OUT/profile_device.log"
+  fi
+fi
 
 # --- 4. The figures -------------------------------------------------------------------
 "$PY" benchmarks/gpu_summary.py --out "$OUT" --mode "$MODE" --steps "$STEPS" \

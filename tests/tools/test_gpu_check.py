@@ -164,3 +164,40 @@ def test_the_summary_reports_what_each_step_left(tmp_path, monkeypatch):
     assert "nvdec_loader_vs_limit" not in large["figures"]  # no loader path ran
     text = gpu_summary.render(summary)
     assert "NOT OK" in text and "size large: deadline" in text and "test_b" in text
+
+
+def test_the_summary_shows_the_decode_path_profile_without_counting_it(tmp_path, monkeypatch):
+    """Step 3b (profile_loader.py --decode-device) is reported, and a failed profile does
+    not make a run NOT OK (it is informational)."""
+    machine = {"gpus": ["NVIDIA H200"], "cores": 16, "python": "3.12.3", "versions": {}}
+    monkeypatch.setattr(gpu_summary, "machine", lambda: {**machine, "ffmpeg": "carried"})
+    out = tmp_path / "out"
+    out.mkdir()
+    steps = tmp_path / "steps.jsonl"
+    records = [
+        {"step": "size", "rc": 0, "seconds": 90, "limit": 170, "status": "ok", "size": "small"},
+        {"step": "profile", "rc": 0, "seconds": 40, "limit": 60, "status": "ok"},
+    ]
+    steps.write_text("".join(json.dumps(r) + "\n" for r in records))
+    figures = {
+        "decode_device": "cuda",
+        "batch_size": 32,
+        "wall_ms_per_batch": 12.5,
+        "thread_ms_per_batch": {"build_mp4": 1.25, "decoder_create": 6.0, "decode": 20.0},
+        "ms_per_call": {"build_mp4": 0.3, "decoder_create": 1.5, "decode": 5.0},
+        "decoders_created_per_1000_batches": 4000.0,
+    }
+    doc = {"results": {"small-h264": figures}}
+    (out / "results_profile_device.json").write_text(json.dumps(doc))
+    summary = gpu_summary.build(out, "gpu", steps, None)
+    assert summary["ok"] is True and summary["profile"]["figures"] == figures
+    text = gpu_summary.render(summary)
+    assert "decode path per call (profile): ok" in text
+    assert "build_mp4 1.2, decoder_create 6, decode 20" in text
+    assert "decoders created per 1,000 batches: 4,000" in text
+    (out / "results_profile_device.json").unlink()  # a profile that left nothing
+    records[1]["status"] = "failed"
+    steps.write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = gpu_summary.build(out, "gpu", steps, None)
+    assert summary["ok"] is True and summary["profile"]["figures"] == {}
+    assert "decode path per call (profile): failed" in gpu_summary.render(summary)
