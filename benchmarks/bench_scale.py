@@ -11,11 +11,12 @@ at 100k episodes; conversion memory and time per episode from 1k to 100k episode
 
 `open` measures, each run in a fresh process (jax imported first, as in a trainer):
 `jaxload.open(path)`, then `make_loader(path, ...)` (batches of 32, a 16-step action
-window; with `--alone` also in a process that did not open the dataset first), its first batch and 50 more batches, wall and CPU seconds, the RSS of the
-training process, and the pickled dataset's size (what Grain sends each worker). Each
-dataset runs with the default options (on 2 cores: no worker process), then with
-`--workers` worker processes for the RSS of each worker, compared with the same worker
-reading the tiny template dataset (`empty`: the modules and buffers every worker has).
+window; with `--alone` also in a process that did not open the dataset first), its first
+batch and 50 more batches, wall and CPU seconds, the RSS of the training process, and
+the pickled dataset's size (what Grain sends each worker). Each dataset runs with the
+default options (on 2 cores: no worker process), then with `--workers` worker processes
+for the RSS of each worker, compared with the same worker reading the tiny template
+dataset (`empty`: the modules and buffers every worker has).
 Datasets (benchmarks/scale_data.py, cached under --cache):
 
 * `droid`: DROID's counts (92,233 episodes, 27 M frames, 3 cameras, 20.4 M GOP records),

@@ -396,28 +396,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from jaxload.tools import bench
 
-    results = {}
-    if args.dataset is not None and args.decode_device:
-        results[args.dataset.name] = device_breakdown(
-            args.dataset, args.batch_size, args.batches, args.decode_device
-        )
-        print(format_device(args.dataset.name, results[args.dataset.name]), flush=True)
-    elif args.dataset is not None:
-        results[args.dataset.name] = profile(args.dataset, args)
-        print(format_profile(args.dataset.name, results[args.dataset.name]), flush=True)
-    specs = {} if args.dataset is not None else specs_for(args.quick, args.only)
-    for label, spec in specs.items():
+    if args.dataset is not None:
+        paths = {args.dataset.name: args.dataset}
+    else:
         # The devices' path reads H.264 (NVDEC on A100/H100/H200 decodes no AV1), as bench_gpu.
         codec = {"video_codec": "h264"} if args.decode_device else {}
-        _, path = bench_data.prepare(spec, args.cache, workers=2, **codec)
+        specs = specs_for(args.quick, args.only)
+        paths = {
+            k: bench_data.prepare(s, args.cache, workers=2, **codec)[1] for k, s in specs.items()
+        }
+    results = {}
+    for label, path in paths.items():
         if args.decode_device:
             results[label] = device_breakdown(
                 path, args.batch_size, args.batches, args.decode_device
             )
             print(format_device(label, results[label]), flush=True)
-            continue
-        results[label] = profile(path, args)
-        print(format_profile(label, results[label]), flush=True)
+        else:
+            results[label] = profile(path, args)
+            print(format_profile(label, results[label]), flush=True)
     doc = {
         "command": "python benchmarks/profile_loader.py " + " ".join(argv or sys.argv[1:]),
         "machine": bench.machine_info(),
