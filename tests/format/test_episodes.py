@@ -6,6 +6,8 @@ import gc
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -221,7 +223,7 @@ def test_worker_processes_map_the_tables_instead_of_copying_them(converted):
 def test_opening_and_reading_import_no_pandas(converted):
     """pyarrow imports pandas (0.25 s of CPU) at its first `pa.array` or compute call, when
     pandas is installed: opening a dataset and serving a batch make none (make_loader's
-    CPU at DROID's shape, benchmarks/RESULTS.md "The episodes footer")."""
+    CPU at DROID's shape, benchmarks/RESULTS.md "make_loader(path) alone, after 9c32171")."""
     code = (
         "import sys, jaxload\n"
         f"loader = jaxload.make_loader({str(converted[0])!r}, global_batch_size=4,"
@@ -230,8 +232,5 @@ def test_opening_and_reading_import_no_pandas(converted):
         "next(loader); loader.close()\n"
         "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
     )
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fractions
 import io
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pytest
@@ -19,22 +20,34 @@ pytest.importorskip("torchcodec")
 GOP, H, W = 4, 48, 64
 
 
-def encode_gops(seed: int, num_gops: int, width: int = W) -> list[list[bytes]]:
-    """Annex-B packets of `num_gops` closed GOPs of GOP frames, no B-frames, SPS/PPS in-band."""
+def _x264(images: Iterable[np.ndarray], width: int, gop: int, bframes: int) -> list[av.Packet]:
+    """x264's packets (Annex-B, decode order, SPS/PPS in-band) of RGB `images` H x width at
+    10 fps, in closed GOPs of `gop` frames with up to `bframes` B-frames."""
     encoder = av.CodecContext.create("libx264", "w")
     encoder.width, encoder.height, encoder.pix_fmt = width, H, "yuv420p"
     encoder.time_base = fractions.Fraction(1, 10)
-    encoder.gop_size, encoder.max_b_frames = GOP, 0
-    encoder.options = {"x264-params": f"keyint={GOP}:min-keyint={GOP}:scenecut=0:bframes=0"}
-    rng = np.random.default_rng(seed)
+    encoder.gop_size, encoder.max_b_frames = gop, bframes
+    params = f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}"
+    encoder.options = {"x264-params": params}
     packets = []
-    for i in range(GOP * num_gops):
-        image = np.full((H, width, 3), 30 * (i % 8) + 10, np.uint8)
-        image[: H // 2] = rng.integers(0, 255, size=3, dtype=np.uint8)
+    for i, image in enumerate(images):
         frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p")
         frame.pts = i
         packets += encoder.encode(frame)
-    packets += encoder.encode(None)
+    return packets + encoder.encode(None)
+
+
+def encode_gops(seed: int, num_gops: int, width: int = W) -> list[list[bytes]]:
+    """Annex-B packets of `num_gops` closed GOPs of GOP frames, no B-frames, SPS/PPS in-band."""
+    rng = np.random.default_rng(seed)
+
+    def images() -> Iterator[np.ndarray]:
+        for i in range(GOP * num_gops):
+            image = np.full((H, width, 3), 30 * (i % 8) + 10, np.uint8)
+            image[: H // 2] = rng.integers(0, 255, size=3, dtype=np.uint8)
+            yield image
+
+    packets = _x264(images(), width, GOP, bframes=0)
     gops: list[list[bytes]] = []
     for packet in packets:
         if packet.is_keyframe:
@@ -119,19 +132,9 @@ def test_decode_grouped_shares_a_decoder_between_same_size_cameras_only():
 def _bframe_stream(seed: int, frames: int, gop: int = 8) -> tuple[list[bytes], list[int]]:
     """Annex-B packets (decode order) of x264 with 3 B-frames and closed GOPs of `gop`
     frames, and the frame each packet shows (presentation order)."""
-    encoder = av.CodecContext.create("libx264", "w")
-    encoder.width, encoder.height, encoder.pix_fmt = W, H, "yuv420p"
-    encoder.time_base = fractions.Fraction(1, 10)
-    encoder.gop_size, encoder.max_b_frames = gop, 3
-    encoder.options = {"x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=3"}
     rng = np.random.default_rng(seed)
-    packets = []
-    for i in range(frames):
-        image = rng.integers(0, 255, size=(H, W, 3), dtype=np.uint8)
-        frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuv420p")
-        frame.pts = i
-        packets += encoder.encode(frame)
-    packets += encoder.encode(None)
+    images = (rng.integers(0, 255, size=(H, W, 3), dtype=np.uint8) for _ in range(frames))
+    packets = _x264(images, W, gop, bframes=3)
     return [bytes(p) for p in packets], [int(p.pts) for p in packets]
 
 

@@ -6,28 +6,35 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import jaxload
 from jaxload import PipelineOptions, make_loader
-from jaxload.converters.convert import convert
 from jaxload.errors import BatchTransformError, WindowError
 from jaxload.windows import resolve_delta_timestamps
 from jaxload.workers import processes as workers
 from tests.support import fault_helpers
+from tests.support.helpers import converted
 from tests.support.lerobot_factory import write_lerobot_v3
 
 LENGTHS = (5, 6, 7, 8)  # 26 frames
 
 
+def tabular_dataset(tmp_path_factory) -> Path:
+    """LENGTHS' episodes without cameras, converted once per session (tests/resolution/
+    test_arguments.py reads the same one)."""
+    src = tmp_path_factory.getbasetemp() / "sources" / "make-loader-tabular"
+    if not src.exists():
+        write_lerobot_v3(src, episode_lengths=LENGTHS, cameras={})
+    return converted(tmp_path_factory, src)
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("arguments")
-    src = write_lerobot_v3(root / "src", episode_lengths=LENGTHS, cameras={})
-    convert(src, root / "out", workers=1, progress=False)
-    return root / "out"
+    return tabular_dataset(tmp_path_factory)
 
 
 def _loader(path, num_workers=0, **kw):

@@ -8,18 +8,13 @@ import numpy as np
 import pytest
 
 from jaxload import DatasetSource, MixtureWeights, PipelineOptions, make_loader
-from jaxload.converters.convert import convert
 from jaxload.resolution import arguments
-from tests.pipeline.test_make_loader import LENGTHS, _loader
-from tests.support.lerobot_factory import write_lerobot_v3
+from tests.pipeline.test_make_loader import _loader, tabular_dataset
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("arguments")
-    src = write_lerobot_v3(root / "src", episode_lengths=LENGTHS, cameras={})
-    convert(src, root / "out", workers=1, progress=False)
-    return root / "out"
+    return tabular_dataset(tmp_path_factory)
 
 
 @pytest.mark.parametrize(

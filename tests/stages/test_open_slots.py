@@ -21,14 +21,6 @@ from tests.support.fake_dataset import FakeDataset
 from tests.support.specs import loader_spec
 
 
-@pytest.fixture
-def pool(monkeypatch):
-    fresh = shared_batch.SlotPool()
-    monkeypatch.setattr(shared_batch, "_pool", fresh)
-    yield fresh
-    fresh.unlink_all()
-
-
 def _worker_and_plain(spec, datasets, k=0):
     """(batch k as a worker sends it, batch k read in this process)."""
     worker = ReadBatch(spec, datasets, 0)

@@ -7,22 +7,12 @@ from __future__ import annotations
 
 import grain
 import numpy as np
-import pytest
 
 from jaxload.stages.read_batch import ReadBatch
 from jaxload.stages.shared_memory_output import SharedMemoryOutput
 from jaxload.workers import shared_batch
 from tests.support.fake_dataset import FakeDataset
 from tests.support.specs import loader_spec
-
-
-@pytest.fixture
-def pool(monkeypatch):
-    """This process's slot pool for the test, its segments unlinked afterwards."""
-    fresh = shared_batch.SlotPool()
-    monkeypatch.setattr(shared_batch, "_pool", fresh)
-    yield fresh
-    fresh.unlink_all()
 
 
 def _stage():

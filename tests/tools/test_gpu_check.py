@@ -116,14 +116,24 @@ def test_a_size_past_its_deadline_does_not_stop_the_next(tmp_path):
     assert "Timeout (" in log  # faulthandler's stacks, for the size that hit its deadline
 
 
-def test_the_summary_reports_what_each_step_left(tmp_path, monkeypatch):
-    """A size cut by its deadline after two stages keeps them (no ratio it cannot make);
-    pytest's JUnit XML becomes counts and the failing tests' ids."""
+def _summary_inputs(tmp_path, monkeypatch):
+    """(the script's OUT folder, its steps.jsonl) for gpu_summary.build, on an H200 host
+    as nvidia-smi would describe it."""
     machine = {"gpus": ["NVIDIA H200"], "cores": 16, "python": "3.12.3", "versions": {}}
     monkeypatch.setattr(gpu_summary, "machine", lambda: {**machine, "ffmpeg": "carried"})
     out = tmp_path / "out"
     out.mkdir()
-    steps = tmp_path / "steps.jsonl"
+    return out, tmp_path / "steps.jsonl"
+
+
+def _write_steps(steps, records):
+    steps.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_the_summary_reports_what_each_step_left(tmp_path, monkeypatch):
+    """A size cut by its deadline after two stages keeps them (no ratio it cannot make);
+    pytest's JUnit XML becomes counts and the failing tests' ids."""
+    out, steps = _summary_inputs(tmp_path, monkeypatch)
     records = [
         {"step": "tests", "rc": 1, "seconds": 80, "limit": 150, "status": "failed"},
         {
@@ -135,7 +145,7 @@ def test_the_summary_reports_what_each_step_left(tmp_path, monkeypatch):
             "size": "large",
         },
     ]
-    steps.write_text("".join(json.dumps(r) + "\n" for r in records))
+    _write_steps(steps, records)
     partial = {
         "size": "large",
         "devices": ["cuda:0"],
@@ -169,16 +179,12 @@ def test_the_summary_reports_what_each_step_left(tmp_path, monkeypatch):
 def test_the_summary_shows_the_decode_path_profile_without_counting_it(tmp_path, monkeypatch):
     """Step 3b (profile_loader.py --decode-device) is reported, and a failed profile does
     not make a run NOT OK (it is informational)."""
-    machine = {"gpus": ["NVIDIA H200"], "cores": 16, "python": "3.12.3", "versions": {}}
-    monkeypatch.setattr(gpu_summary, "machine", lambda: {**machine, "ffmpeg": "carried"})
-    out = tmp_path / "out"
-    out.mkdir()
-    steps = tmp_path / "steps.jsonl"
+    out, steps = _summary_inputs(tmp_path, monkeypatch)
     records = [
         {"step": "size", "rc": 0, "seconds": 90, "limit": 170, "status": "ok", "size": "small"},
         {"step": "profile", "rc": 0, "seconds": 40, "limit": 60, "status": "ok"},
     ]
-    steps.write_text("".join(json.dumps(r) + "\n" for r in records))
+    _write_steps(steps, records)
     figures = {
         "decode_device": "cuda",
         "batch_size": 32,
@@ -197,7 +203,7 @@ def test_the_summary_shows_the_decode_path_profile_without_counting_it(tmp_path,
     assert "decoders created per 1,000 batches: 4,000" in text
     (out / "results_profile_device.json").unlink()  # a profile that left nothing
     records[1]["status"] = "failed"
-    steps.write_text("".join(json.dumps(r) + "\n" for r in records))
+    _write_steps(steps, records)
     summary = gpu_summary.build(out, "gpu", steps, None)
     assert summary["ok"] is True and summary["profile"]["figures"] == {}
     assert "decode path per call (profile): failed" in gpu_summary.render(summary)

@@ -81,21 +81,10 @@ def test_quantile_mode_maps_q01_q99_to_minus_one_one_and_unnormalize_inverts(dat
 def test_in_the_loader_as_batch_transform_and_as_a_grain_map(dataset):
     norm = Normalize.from_datasets(dataset, MODES)
     assert pickle.loads(pickle.dumps(norm)).modes == norm.modes  # travels to Grain workers
-    loader = make_loader(
-        dataset,
-        global_batch_size=8,
-        shuffle=False,
-        options=jaxload.PipelineOptions(num_workers=0),
-        delta_timestamps={"action": [0.0, 0.1, 0.2]},
-        batch_transform=norm,
-    )
-    raw = make_loader(
-        dataset,
-        global_batch_size=8,
-        shuffle=False,
-        options=jaxload.PipelineOptions(num_workers=0),
-        delta_timestamps={"action": [0.0, 0.1, 0.2]},
-    )
+    kw = dict(global_batch_size=8, shuffle=False, options=jaxload.PipelineOptions(num_workers=0))
+    kw["delta_timestamps"] = {"action": [0.0, 0.1, 0.2]}
+    loader = make_loader(dataset, batch_transform=norm, **kw)
+    raw = make_loader(dataset, **kw)
     with loader, raw:
         batch, plain = next(loader), next(raw)
     assert batch["action"].shape == plain["action"].shape == (8, 3, 4)
