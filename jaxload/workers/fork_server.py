@@ -50,9 +50,10 @@ WORKER_MODULES = (
 )
 # Libraries a JAX training script imports at top level, which each worker would import
 # again when the script runs there as __mp_main__: preloaded when the trainer has them.
-TRAINER_MODULES = ("jax", "torch", "torchcodec", "flax", "optax", "orbax.checkpoint")
-# The video decoder's library: preloaded when the workers decode video.
-DECODER_MODULES = ("torchcodec",)
+TRAINER_MODULES = ("jax", "torch", "flax", "optax", "orbax.checkpoint")
+# The video decoder's library, imported without `torch._dynamo` (jaxload.workers.
+# decoder_preload): preloaded when the workers decode video or the trainer has torchcodec.
+DECODER_PRELOAD = "jaxload.workers.decoder_preload"
 
 START_ENV = "JAXLOAD_WORKER_START"
 PRELOAD_ENV = "JAXLOAD_WORKER_PRELOAD"
@@ -91,11 +92,11 @@ def preload_modules(decodes_video: bool) -> list[str]:
         decodes_video: the workers decode video (torchcodec is preloaded).
 
     Example:
-        preload_modules(decodes_video=True)  # ['numpy', 'grain', ..., 'jax', 'torchcodec']
+        preload_modules(decodes_video=True)  # ['numpy', 'grain', ..., 'jax', '...decoder_preload']
     """
     names = list(WORKER_MODULES)
     names += [m for m in TRAINER_MODULES if m in sys.modules]
-    names += list(DECODER_MODULES) if decodes_video else []
+    names += [DECODER_PRELOAD] if decodes_video or "torchcodec" in sys.modules else []
     extra = os.environ.get(PRELOAD_ENV, "")
     names += [m.strip() for m in extra.split(",") if m.strip()]
     return list(dict.fromkeys(names))

@@ -71,7 +71,7 @@ def test_workers_are_forked_by_the_preloaded_server_and_serve_the_same_batches(h
         assert processes[server][0] == os.getpid()  # the trainer's child, the workers' parent
         assert b"multiprocessing.forkserver" in processes[server][2]
         # What the server imported once: the workers' modules and the decoder's library.
-        for name in ("grain", "jaxload.stages.read_batch", "torchcodec"):
+        for name in ("grain", "jaxload.stages.read_batch", fork_server.DECODER_PRELOAD):
             assert repr(name).encode() in processes[server][2]
     for a, b in zip(got, want, strict=True):
         assert a.keys() == b.keys()
@@ -87,10 +87,30 @@ def test_preload_lists_the_workers_modules_what_the_trainer_imported_and_the_dec
     assert set(fork_server.WORKER_MODULES) <= set(without_video)
     assert "jax" in without_video  # imported by this process (conftest), as by a trainer
     assert "flax" not in without_video  # never imported here: not added
-    assert "torchcodec" in fork_server.preload_modules(decodes_video=True)
+    assert fork_server.DECODER_PRELOAD in fork_server.preload_modules(decodes_video=True)
+    assert "torchcodec" not in fork_server.preload_modules(decodes_video=True)  # not plainly
     monkeypatch.setenv(fork_server.PRELOAD_ENV, " mymodel.layers, numpy ,")
     extra = fork_server.preload_modules(decodes_video=False)
     assert extra[-1] == "mymodel.layers" and extra.count("numpy") == 1
+
+
+@pytest.mark.processes
+def test_the_servers_decoder_preload_imports_torchcodec_without_dynamo():
+    """What the server imports for video: torchcodec's decoder, without the ~1.3 s of
+    `torch._dynamo` a plain `import torchcodec` costs (jaxload.decode.torchcodec_import),
+    which every forked worker's first batch would wait for."""
+    code = (
+        "import sys, importlib; importlib.import_module(sys.argv[1]); "
+        "print('torchcodec.decoders' in sys.modules, 'torch._dynamo' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, fork_server.DECODER_PRELOAD],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout.split()
+    assert out == ["True", "False"]
 
 
 def test_the_start_method_is_chosen_by_environment(monkeypatch):
