@@ -351,22 +351,34 @@ def cmd_plateau(args) -> dict:
     if "empty" in args.datasets:
         datasets["empty"] = (template(args.cache), 1)
     results: dict = {}
-    for r in range(args.repeats):
-        for name, (path, per_shard) in datasets.items():
-            for workers, start in _worker_starts(args.worker_counts, args.worker_start, r):
-                for open_first in (False, True) if name == "droid" and workers == 0 else (False,):
-                    batches = args.batches if name == "droid" else min(args.batches, 60)
-                    config = dict(path=str(path), open_first=open_first, workers=workers,
-                                  fps=scale_data.DROID_FPS, batch_size=32, batches=batches,
-                                  every=max(1, batches // 6), episodes_per_shard=per_shard)  # fmt: skip
-                    env = {"JAXLOAD_WORKER_START": start} if start else None
-                    got = run_in_tree(MEASURE_PLATEAU, REPO_ROOT, config, env=env, timeout=3600)
-                    key = f"{name}, {workers} workers" + (", after open" if open_first else "")
-                    key += f", {start}" if start and len(args.worker_start) > 1 else ""
-                    results.setdefault(key, []).append(got)
-                    print(f"round {r + 1} {key}: {_brief_plateau(got)}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="jaxload-scale-") as scratch:
+        trees = sides(args.base, Path(scratch))
+        try:
+            for r in range(args.repeats):
+                for side, tree in trees if r % 2 == 0 else trees[::-1]:
+                    _plateau_round(args, datasets, r, side if args.base else "", tree, results)
+        finally:
+            _remove_worktrees(trees)
     _print_plateau(results)
     return results
+
+
+def _plateau_round(args, datasets: dict, r: int, side: str, tree: Path, results: dict) -> None:
+    """One round of the plateau measurements in `tree` (one side of an A/B with --base)."""
+    for name, (path, per_shard) in datasets.items():
+        for workers, start in _worker_starts(args.worker_counts, args.worker_start, r):
+            for open_first in (False, True) if name == "droid" and workers == 0 else (False,):
+                batches = args.batches if name == "droid" else min(args.batches, 60)
+                config = dict(path=str(path), open_first=open_first, workers=workers,
+                              fps=scale_data.DROID_FPS, batch_size=32, batches=batches,
+                              every=max(1, batches // 6), episodes_per_shard=per_shard)  # fmt: skip
+                env = {"JAXLOAD_WORKER_START": start} if start else None
+                got = run_in_tree(MEASURE_PLATEAU, tree, config, env=env, timeout=3600)
+                key = f"{name}, {workers} workers" + (", after open" if open_first else "")
+                key += f", {start}" if start and len(args.worker_start) > 1 else ""
+                key += f", {side}" if side else ""
+                results.setdefault(key, []).append(got)
+                print(f"round {r + 1} {key}: {_brief_plateau(got)}", flush=True)
 
 
 def _worker_starts(counts: list[int], starts: list[str], round_: int) -> list[tuple[int, str]]:
@@ -398,7 +410,8 @@ def _print_plateau(results: dict) -> None:
         return max((w[what] for w in run["samples"][-1]["workers"]), default=0)
 
     for key, runs in results.items():
-        empty = results.get(f"empty, {key.split(', ')[1]}")
+        empty_key = "empty" + key[key.index(",") :]  # the same run of the empty dataset
+        empty = results.get(empty_key)
         line = (
             f"{key}: make_loader {median(runs, lambda r: r['make_loader_s']):.2f} s "
             f"({median(runs, lambda r: r['make_loader_cpu_s']):.2f} s CPU), first batch "
@@ -415,7 +428,7 @@ def _print_plateau(results: dict) -> None:
                 f"; largest worker {median(runs, lambda r: worst(r, 'files')):.0f} files, "
                 f"RSS {_mb(median(runs, lambda r: worst(r, 'rss')))}, PSS {_mb(pss)}"
             )
-            if empty and key != f"empty, {key.split(', ')[1]}":
+            if empty and key != empty_key:
                 line += f" = empty + {_mb(pss - median(empty, lambda r: worst(r, 'pss')))}"
         loads = [r.get("load_before", 0) for r in runs]
         print(f"{line} (medians of {len(runs)}; load average {min(loads):.1f}-{max(loads):.1f})")
