@@ -146,6 +146,22 @@ def test_side_scripts(tiny, cache, tmp_path):
     assert device["decoders_created_per_1000_batches"] >= 1000  # one or more per batch
 
 
+def test_bench_decoders(tiny, cache, tmp_path):
+    """bench_decoders at tiny sizes: the loader's decode against the in-order ceiling."""
+    from benchmarks import bench_decoders
+
+    out = tmp_path / "decoders.json"
+    argv = ["--quick", "--cache", str(cache), "--out", str(out), "--batches", "3"]
+    assert bench_decoders.main([*argv, "--rounds", "2"]) == 0
+    for got in json.loads(out.read_text())["results"].values():
+        # Both cameras of a tiny dataset share a size: one mp4 and one decoder per batch.
+        assert got["decoders_per_1000_batches"] == 1000
+        # A frame asked for by several slots is decoded once and counted once.
+        assert 0 < got["distinct_frames_per_round"] < got["frames_served_per_round"]
+        assert got["ceiling_frames_per_round"] >= got["distinct_frames_per_round"]
+        assert got["share_of_ceiling"] > 0 and len(got["seconds"]["loader"]) == 2
+
+
 def test_report_fills_empty_and_stale_tables(monkeypatch):
     from benchmarks import report
 
