@@ -25,6 +25,16 @@ Datasets (benchmarks/scale_data.py, cached under --cache):
 * `100k`: a real conversion of a LeRobot source of 100,000 episodes (lengths 4..12,
   one 32x32 camera), read shuffled.
 
+`plateau` reads shuffled until every shard was touched, each run in a fresh process:
+`make_loader(path)` (alone, and after `jaxload.open` without workers), the first batch,
+then every process's open files, RSS and PSS every few batches (the last sample is the
+plateau), with `--worker-counts` workers started as `--worker-start` says (two: side by
+side). Its datasets: `droid`, with **every** shard on disk (`droid-all` under --cache:
+~15 GB, written in ~4-25 minutes on first use), and `empty`.
+
+    python benchmarks/bench_scale.py plateau --datasets empty --worker-counts 4 \
+        --worker-start spawn forkserver --repeats 3 --batches 60 --cache /tmp/scale
+
 `convert` converts LeRobot sources (tabular, or `--cameras 1`: a 32x32 camera) of N
 episodes, `--per-file` episodes per data file, with `--workers` processes, each in a fresh
 process, and reports wall time, CPU per episode (converter and workers), the peak RSS of
@@ -542,10 +552,16 @@ def _print_open(results: dict, workers: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("what", choices=("open", "plateau", "convert"))
     parser.add_argument("--base", default=None, help="git revision to measure side by side")
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument(
+        "--cache", type=Path, default=DEFAULT_CACHE,
+        help=f"where the datasets are written and kept (default {DEFAULT_CACHE})",
+    )  # fmt: skip
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the results file (JSON)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--workers", type=int, default=2,
@@ -567,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--datasets", nargs="+", choices=("droid", "100k", "empty"),
-        default=["droid", "100k", "empty"], help="open: which datasets",
+        default=["droid", "100k", "empty"], help="open, plateau: which datasets (plateau: droid, empty)",
     )  # fmt: skip
     parser.add_argument("--episodes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--per-file", type=int, nargs="+", default=[1000])
@@ -580,15 +596,15 @@ def main(argv: list[str] | None = None) -> int:
 
     commands = {"open": cmd_open, "plateau": cmd_plateau, "convert": cmd_convert}
     results = commands[args.what](args)
-    doc = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    doc = json.loads(args.out.read_text()) if args.out.exists() else {}
     doc[args.tag or args.what] = {
         "command": "python benchmarks/bench_scale.py " + " ".join(argv or sys.argv[1:]),
         "machine": bench.machine_info(),
         "when": time.strftime("%Y-%m-%d %H:%M"),
         "results": results,
     }
-    RESULTS.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {RESULTS}")
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}")
     return 0
 
 

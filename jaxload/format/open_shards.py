@@ -35,6 +35,9 @@ from jaxload.errors import OpenFilesLimitError
 MAX_OPEN_SHARDS = 256  # ~26 MB of record indexes at DROID's 12k records per shard
 RESERVED_DESCRIPTORS = 64  # a trainer with jax, torch and Grain holds ~20-40 files
 ENV_MAX_OPEN_SHARDS = "JAXLOAD_MAX_OPEN_SHARDS"
+# Descriptors the training process holds per worker process: 8-9 measured (its open files
+# after 10 batches, 2 against 4 workers, default buffers), with room for larger buffers.
+WORKER_DESCRIPTORS = 10
 
 
 def open_files_limit() -> int:
@@ -47,27 +50,67 @@ def shard_capacity(limit: int | None = None) -> int:
     """How many shard readers a process keeps open under the soft limit `limit`."""
     limit = open_files_limit() if limit is None else limit
     budget = (limit - RESERVED_DESCRIPTORS) // 2
-    if override := os.environ.get(ENV_MAX_OPEN_SHARDS):
-        return max(0, min(int(override), budget))
-    return max(0, min(MAX_OPEN_SHARDS, budget))
+    override = max_open_shards_override()
+    return max(0, min(MAX_OPEN_SHARDS if override is None else override, budget))
 
 
-def check_open_files_limit(threads: int) -> None:
+def max_open_shards_override() -> int | None:
+    """JAXLOAD_MAX_OPEN_SHARDS as a count (None: unset); a ValueError naming it if it is
+    not a positive integer."""
+    value = os.environ.get(ENV_MAX_OPEN_SHARDS, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(
+            f"{ENV_MAX_OPEN_SHARDS}={value!r}: give the number of shard files a process may "
+            "keep open (a positive integer), or unset it for the default"
+        )
+    return int(value)
+
+
+def check_open_files_limit(threads: int, workers: int = 0) -> None:
     """Raises OpenFilesLimitError when the soft limit leaves fewer shard readers than
-    `threads` read threads (each read holds one)."""
+    `threads` read threads (each read holds one), or too few descriptors in the training
+    process for `workers` worker processes (pipes, semaphores and sockets, ~8-9 each).
+
+    Args:
+        threads: read threads per process.
+        workers: worker processes the training process starts.
+
+    Example:
+        check_open_files_limit(threads=2, workers=4)  # make_loader's check
+    """
     limit, capacity = open_files_limit(), shard_capacity()
+    plural = "s" if threads != 1 else ""
+    override = max_open_shards_override()
+    if override is not None and override < threads:
+        raise OpenFilesLimitError(
+            f"{ENV_MAX_OPEN_SHARDS}={override} lets a process keep {override} shard file"
+            f"{'s' if override != 1 else ''} open: too few for {threads} read thread{plural}, "
+            f"which hold a shard file each while they read. Set it to at least {threads}, or "
+            "unset it"
+        )
     if capacity < threads:
         needed = RESERVED_DESCRIPTORS + 2 * threads  # the smallest limit these threads fit
         fewer = (
             f", or pass at most {capacity} read_threads (PipelineOptions)" if capacity > 0 else ""
         )
-        plural = "s" if threads != 1 else ""
         raise OpenFilesLimitError(
             f"the open-files limit (ulimit -n) is {limit}: too low for {threads} read "
-            f"thread{plural}, which hold a shard file each while they read (jaxload keeps up "
-            f"to (limit - {RESERVED_DESCRIPTORS}) / 2 = {capacity} open per process). Raise it "
-            f"to at least {needed} (`ulimit -n 1024`, or resource.setrlimit(RLIMIT_NOFILE, "
-            f"...) before make_loader){fewer}"
+            f"thread{plural}, which hold a shard file each while they read (jaxload keeps "
+            f"{RESERVED_DESCRIPTORS} descriptors for other files and half of the rest for "
+            f"shard files: {capacity} here). Raise it to at least {needed} (`ulimit -n 1024`, "
+            f"or resource.setrlimit(RLIMIT_NOFILE, ...) before make_loader){fewer}"
+        )
+    needed = RESERVED_DESCRIPTORS + WORKER_DESCRIPTORS * workers
+    if limit < needed:
+        raise OpenFilesLimitError(
+            f"the open-files limit (ulimit -n) is {limit}: too low for {workers} worker "
+            f"processes, for which the training process holds ~{WORKER_DESCRIPTORS} "
+            f"descriptors each (pipes, semaphores, sockets) beside {RESERVED_DESCRIPTORS} for "
+            f"its other files. Raise it to at least {needed} (`ulimit -n 1024`, or "
+            "resource.setrlimit(RLIMIT_NOFILE, ...) before make_loader), or use fewer "
+            "num_workers (PipelineOptions)"
         )
 
 

@@ -32,25 +32,40 @@ def open_shard(path: str | os.PathLike) -> Any:
     """An ArrayRecordReader over one shard (or a converter part file), with jaxload's
     explicit reader options; a DatasetError naming the file when it is missing or corrupt,
     an OpenFilesLimitError when the process has no descriptor left."""
-    from array_record.python.array_record_module import ArrayRecordReader
-
     if not os.path.isfile(path):
         raise DatasetError(f"{path}: shard file missing")
-    try:
-        reader = ArrayRecordReader(str(path), layout.READER_OPTIONS)
-    except Exception as e:  # array_record raises RuntimeError/ValueError on corruption
-        raise DatasetError(f"{path}: corrupt shard ({e})") from e
+    reader = _array_record_reader(path)
     if not reader.ok():
         # A failed open() leaves a reader that is not ok and holds 0 records, no error
-        # (array_record 0.8.6): ask the OS why, so that EMFILE is not called a bad file.
-        try:
-            os.close(os.open(path, os.O_RDONLY))
-        except OSError as e:
-            if open_shards.is_out_of_descriptors(e):
-                raise open_shards.out_of_descriptors(str(path), e) from e
-            raise DatasetError(f"{path}: cannot open shard ({e})") from e
-        raise DatasetError(f"{path}: corrupt shard (ArrayRecord cannot read it)")
+        # (array_record 0.8.6), as a bad file does: ask the OS why, so that EMFILE is not
+        # called a bad file. If the OS opens it, a descriptor may have been freed since
+        # (another read thread, out of descriptors too, closing the idle readers): try
+        # once more before calling the file corrupt.
+        _raise_if_unopenable(path)
+        reader = _array_record_reader(path)
+        if not reader.ok():
+            _raise_if_unopenable(path)
+            raise DatasetError(f"{path}: corrupt shard (ArrayRecord cannot read it)")
     return reader
+
+
+def _array_record_reader(path: str | os.PathLike) -> Any:
+    from array_record.python.array_record_module import ArrayRecordReader
+
+    try:
+        return ArrayRecordReader(str(path), layout.READER_OPTIONS)
+    except Exception as e:  # array_record raises RuntimeError/ValueError on corruption
+        raise DatasetError(f"{path}: corrupt shard ({e})") from e
+
+
+def _raise_if_unopenable(path: str | os.PathLike) -> None:
+    """The OS's reason `path` cannot be opened now, if it has one, as jaxload's error."""
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except OSError as e:
+        if open_shards.is_out_of_descriptors(e):
+            raise open_shards.out_of_descriptors(str(path), e) from e
+        raise DatasetError(f"{path}: cannot open shard ({e})") from e
 
 
 class ShardReaders:

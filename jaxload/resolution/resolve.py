@@ -147,7 +147,7 @@ def resolve_options(
         options = _autotuned(options, read)
     in_memory = any(s.options.cache_dir is None for s in datasets.stores.values())
     options = options.resolve(remote=in_memory)
-    check_open_files_limit(options.read_threads)  # workers inherit the limit
+    check_open_files_limit(options.read_threads, options.num_workers)  # workers inherit it
     return options
 
 

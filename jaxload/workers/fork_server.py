@@ -31,6 +31,8 @@ Trade-offs, documented in docs/LOADER.md ("How workers start"):
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
 import multiprocessing
 import multiprocessing.forkserver
@@ -38,10 +40,14 @@ import os
 import sys
 import threading
 
+from jaxload.workers import server_sys_path
+
 log = logging.getLogger(__name__)
 
-# What every worker imports to unpickle and run the pipeline's worker side.
+# What every worker imports to unpickle and run the pipeline's worker side; first the
+# trainer's sys.path, which the server is not given otherwise (server_sys_path.py).
 WORKER_MODULES = (
+    "jaxload.workers.server_sys_path",
     "numpy",
     "grain",
     "jaxload.stages.read_batch",
@@ -97,9 +103,21 @@ def preload_modules(decodes_video: bool) -> list[str]:
     names = list(WORKER_MODULES)
     names += [m for m in TRAINER_MODULES if m in sys.modules]
     names += [DECODER_PRELOAD] if decodes_video or "torchcodec" in sys.modules else []
-    extra = os.environ.get(PRELOAD_ENV, "")
-    names += [m.strip() for m in extra.split(",") if m.strip()]
-    return list(dict.fromkeys(names))
+    extra = [m.strip() for m in os.environ.get(PRELOAD_ENV, "").split(",") if m.strip()]
+    for name in extra:
+        if not _findable(name):  # the server would skip it silently
+            raise ValueError(
+                f"{PRELOAD_ENV}: no module {name!r} on this process's sys.path (the fork "
+                "server imports what the training process can)"
+            )
+    return list(dict.fromkeys(names + extra))
+
+
+def _findable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or not a module name
+        return False
 
 
 def start_fork_server(decodes_video: bool) -> bool:
@@ -122,6 +140,8 @@ def start_fork_server(decodes_video: bool) -> bool:
                 return False
             multiprocessing.forkserver.set_forkserver_preload(preload_modules(decodes_video))
             _installed = True
+        # The server starts with this environment: the trainer's sys.path at that moment.
+        os.environ[server_sys_path.SYS_PATH_ENV] = json.dumps(sys.path)
         # Starts the server unless it runs (again after it died); returns at once: the
         # server imports its preload while the trainer goes on, and the first worker
         # start waits for it.

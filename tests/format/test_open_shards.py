@@ -109,6 +109,18 @@ def test_capacity_follows_the_open_files_limit(monkeypatch):
     assert shard_capacity(1 << 20) == 1000 and shard_capacity(256) == 96
 
 
+def test_max_open_shards_is_checked_and_named(monkeypatch):
+    for bad in ("abc", "0", "-3"):
+        monkeypatch.setenv(open_shards.ENV_MAX_OPEN_SHARDS, bad)
+        with pytest.raises(ValueError, match=f"JAXLOAD_MAX_OPEN_SHARDS='{bad}': give the number"):
+            shard_capacity(1 << 20)
+    monkeypatch.setenv(open_shards.ENV_MAX_OPEN_SHARDS, "1")
+    too_few = "JAXLOAD_MAX_OPEN_SHARDS=1 lets a process keep 1 shard file open: too few for 2"
+    with pytest.raises(OpenFilesLimitError, match=too_few):
+        open_shards.check_open_files_limit(threads=2)
+    open_shards.check_open_files_limit(threads=1)
+
+
 SHARDS = 2000
 
 
@@ -159,3 +171,15 @@ def test_running_out_of_descriptors_says_so(two_thousand_shards):
     name, message = result["too_low"]
     assert name == "OpenFilesLimitError"
     assert "the open-files limit (ulimit -n) is 70: too low for 4 read threads" in message
+    name, message = result["too_low_for_workers"]
+    assert name == "OpenFilesLimitError", message
+    assert "the open-files limit (ulimit -n) is 70: too low for 8 worker processes" in message
+
+
+@pytest.mark.processes
+def test_a_descriptor_freed_after_a_failed_open_is_not_a_corrupt_shard(two_thousand_shards):
+    """ArrayRecord's open fails for want of a descriptor, and another thread frees one
+    before jaxload asks the OS why: the shard opens on a second try (it was called
+    corrupt)."""
+    result = _child("freed", two_thousand_shards, 256)
+    assert result == {"read": 1}, result

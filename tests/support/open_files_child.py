@@ -5,7 +5,9 @@
   each process holds (all of them, and those on the dataset's shards).
 * `exhaust`: every descriptor taken while a dataset is open; what reading a new shard
   raises then, with readers in the pool to close and without; and make_loader's check of
-  a limit too low for its read threads.
+  a limit too low for its read threads, or for its worker processes.
+* `freed`: every descriptor taken, and one freed right after ArrayRecord failed to open a
+  shard (as another read thread closing its idle readers would): what the read gives.
 """
 
 import json
@@ -91,7 +93,47 @@ def exhaust(path: str) -> dict:
         )
     except Exception as e:
         result["too_low"] = [type(e).__name__, str(e)]
+    try:  # enough for one read thread, not for 8 workers' pipes and semaphores
+        jaxload.make_loader(
+            path,
+            global_batch_size=8,
+            options=jaxload.PipelineOptions(read_threads=1, num_workers=8),
+        )
+    except Exception as e:
+        result["too_low_for_workers"] = [type(e).__name__, str(e)]
     return result
+
+
+def freed(path: str) -> dict:
+    import types
+
+    import jaxload
+    from jaxload.format import shards
+
+    ds = jaxload.open(path)
+    ds[0]
+    taken = []
+    try:
+        while True:
+            taken.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+
+    def open_after_a_descriptor_is_freed(*args):
+        # Between ArrayRecord's failed open and jaxload asking the OS why: the interleaving
+        # of two read threads, arranged (the files, the reader and the limit are real).
+        if taken:
+            os.close(taken.pop())
+        return os.open(*args)
+
+    shards.os = types.SimpleNamespace(**{**vars(os), "open": open_after_a_descriptor_is_freed})
+    try:
+        frame = ds[len(ds) - 1]["frame_index"]
+        return {"read": int(frame)}
+    except Exception as e:
+        return {"error": [type(e).__name__, str(e)]}
+    finally:
+        shards.os = os
 
 
 if __name__ == "__main__":
@@ -102,4 +144,4 @@ if __name__ == "__main__":
     resource.setrlimit(
         resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
     )
-    print(json.dumps({"read": read, "exhaust": exhaust}[what](dataset)))
+    print(json.dumps({"read": read, "exhaust": exhaust, "freed": freed}[what](dataset)))
