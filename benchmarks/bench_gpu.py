@@ -15,13 +15,13 @@ accuracy check) it reports:
 2. the NVDEC limit: the loader's batches decoded on all devices by the `DeviceDecoder`
    with `decode_threads` decodes in flight per GPU and nothing else (frames/s);
 3. the CPU-worker limit: the loader with decode_device="cpu", no step (samples/s);
-4. the loader with decode_device "cuda", "hybrid", "cpu" and "auto" feeding a jitted
-   conv policy whose step takes >= --min-step-ms: samples/s, the share of wall time the
-   step loop waited for data, the first batch's time, the hybrid split reached, and the
-   growth of the devices' memory in use over the run.
+4. the loader with decode_device "cuda", "cpu" and "auto" feeding a jitted conv policy
+   whose step takes >= --min-step-ms: samples/s, the share of wall time the step loop
+   waited for data, the first batch's time, and the growth of the devices' memory in use
+   over the run.
 
-The ratios the issue asks for (NVDEC loader / NVDEC limit, hybrid / (CPU + NVDEC limits),
-auto / best) are printed at the end; everything goes to benchmarks/results_gpu.json, which
+The ratios the issue asks for (NVDEC loader / NVDEC limit, auto / best) are printed at the
+end; everything goes to benchmarks/results_gpu.json, which
 is rewritten after every stage, so a size cut short by --deadline keeps what it measured
 (`summarize` makes the figures of whatever stages there are).
 """
@@ -53,7 +53,7 @@ WINDOWS = {
     "observation.images.wrist": [0.0],
 }
 CAMERAS = ("observation.images.top", "observation.images.wrist")
-PATHS = ("cuda", "hybrid", "cpu", "auto")
+PATHS = ("cuda", "cpu", "auto")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +168,7 @@ def bench_size(
     cpu = loader_run(dataset, sharding, "cpu", args, step=False)["samples_per_s"]
     stage("cpu limit samples/s", cpu, "cpu_limit_samples_per_s")
     out["loader"] = {}
-    for path in ("device", "hybrid", "cpu") if args.device == "device" else PATHS:
+    for path in ("device", "cpu") if args.device == "device" else PATHS:
         out["loader"][path] = loader_run(dataset, sharding, path, args)
         stage(f"loader {path}", out["loader"][path])
     return out
@@ -196,15 +196,11 @@ def summarize(out: dict) -> dict:
     cpu = out.get("cpu_limit_samples_per_s")
     if cpu is not None:
         summary["cpu_limit_samples_per_s"] = round(cpu)
-    if "hybrid" in loader and nvdec and cpu is not None:
-        sum_of_limits = nvdec / FRAMES_PER_SAMPLE + cpu
-        summary["hybrid_vs_sum_of_limits"] = loader["hybrid"]["samples_per_s"] / sum_of_limits
     if loader:
         summary["samples_per_s"] = {p: round(r["samples_per_s"]) for p, r in loader.items()}
         summary["wait_fraction"] = {p: round(r["wait_fraction"], 3) for p, r in loader.items()}
         summary["first_batch_s"] = {p: round(r["first_batch_s"], 2) for p, r in loader.items()}
         summary["memory_growth"] = {p: r["memory_growth"] for p, r in loader.items()}
-        summary["readers_share"] = {p: r["decode_share_readers"] for p, r in loader.items()}
     best = [r["samples_per_s"] for p, r in loader.items() if p != "auto"]
     if "auto" in loader and best:
         summary["auto_vs_best"] = loader["auto"]["samples_per_s"] / max(best)
@@ -241,7 +237,7 @@ def device_limit(dataset: Path, sharding, args: argparse.Namespace, threads=None
     and decode thread busy), nothing else: the readers' work is done beforehand."""
     import jaxload
     from jaxload.batch import hosts
-    from jaxload.decode.on_device import CameraRows, DeviceDecoder
+    from jaxload.decode.on_device import DeviceDecoder
 
     decode = "cuda" if args.device == "cuda" else "device"
     options = jaxload.PipelineOptions(num_workers=0)
@@ -259,15 +255,14 @@ def device_limit(dataset: Path, sharding, args: argparse.Namespace, threads=None
     batches = [read.map(k) for k in range(8)]
     loader.close()
     shapes = {k: spec.schema.fields[k].shape for k in CAMERAS}
-    rows = np.arange(len(spec.rows))
     decoder = DeviceDecoder(threads or spec.placement.decode_threads, timeout_s=600)
 
     def sharding_for(ndim: int):
         return hosts.sharding_for_rank(sharding, ndim)
 
     def decode_all(batch: dict) -> None:
-        cameras = {k: CameraRows(batch[k], rows) for k in CAMERAS}
-        arrays = decoder.decode_to_global(cameras, shapes, sharding_for, spec.rows, len(rows))
+        cameras = {k: batch[k] for k in CAMERAS}
+        arrays = decoder.decode_to_global(cameras, shapes, sharding_for, spec.rows, len(spec.rows))
         for a in arrays.values():
             a.block_until_ready()
 
@@ -318,7 +313,6 @@ def loader_run(dataset: Path, sharding, path: str, args: argparse.Namespace, ste
             memory.append(_in_use())
         jax.block_until_ready(state)
         wall = time.perf_counter() - began
-        share = loader.decode_share
         closing = time.perf_counter()
     close_s = round(time.perf_counter() - closing, 2)
     growth = None
@@ -329,7 +323,6 @@ def loader_run(dataset: Path, sharding, path: str, args: argparse.Namespace, ste
         "samples_per_s": samples / wall,
         "wait_fraction": waited / wall,
         "first_batch_s": first_s,
-        "decode_share_readers": share,
         "auto_choice": None
         if loader.spec.placement.choice is None
         else loader.spec.placement.choice.describe(),

@@ -32,7 +32,7 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks.bench_gpu import summarize  # noqa: E402
 
 PACKAGES = ("torch", "torchcodec", "jax", "jaxlib", "jax-cuda13-plugin", "av", "grain", "pytest")
-RATIOS = ("nvdec_loader_vs_limit", "hybrid_vs_sum_of_limits", "auto_vs_best")
+RATIOS = ("nvdec_loader_vs_limit", "auto_vs_best")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,7 +186,7 @@ def render(summary: dict) -> str:
             lines.append(f"  NVDEC limit frames/s: {_pairs(f['nvdec_frames_per_s'])}")
         if "cpu_limit_samples_per_s" in f:
             lines.append(f"  CPU-worker limit: {f['cpu_limit_samples_per_s']:,} samples/s")
-        for key in ("samples_per_s", "wait_fraction", "first_batch_s", "readers_share"):
+        for key in ("samples_per_s", "wait_fraction", "first_batch_s"):
             if key in f:
                 lines.append(f"  {key}: {_pairs(f[key])}")
         ratios = {k: round(f[k], 3) for k in RATIOS if k in f}

@@ -16,7 +16,7 @@ import numbers
 import os
 from typing import Any
 
-from jaxload.placement.device import DECODE_DEVICES
+from jaxload.placement.device import check_decode_device
 
 # Cores one reader process keeps busy. Its threads decode outside the GIL but hold it for
 # ~30% of each batch at 96x128 (reads, windows, building the mp4, collation; ~7% at
@@ -64,14 +64,15 @@ class PipelineOptions:
         worker_buffer_size: batches each worker keeps ready.
         prefetch: batches the final prefetch thread keeps ready.
         decode_device: "cpu" (in the readers), "cuda" (NVDEC in the training process, onto
-            each row's GPU), "device" (any device torchcodec decodes on), or "auto".
+            each row's GPU), "device" (any device torchcodec decodes on), or "auto" (where
+            NVDEC can decode, the faster of "cpu" and "cuda", timed on the first batches).
         autotune: fill the knobs left None from measurements (`jaxload.autotune`).
         worker_timeout_s: seconds a worker process (or, without workers, the read threads)
             may take to deliver its next batch before next() raises
             `jaxload.errors.WorkerTimeoutError`; at least 4x the slowest batch seen so far
             (`jaxload.stages.watch_readers.WatchReaders`). A decode on a device gets as long.
         decode_threads: decodes in flight per device when the devices decode
-            (decode_device "cuda", "device" or "hybrid"); None: the GPU's NVDEC engines (7
+            (decode_device "cuda" or "device"); None: the GPU's NVDEC engines (7
             on H100/H200, `jaxload.placement.machine.GpuInfo.nvdec_engines`), 2 on CPU
             devices (`jaxload.decode.on_device.DeviceDecoder`).
     """
@@ -97,10 +98,7 @@ class PipelineOptions:
         timeout = self.worker_timeout_s
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
             raise ValueError(f"worker_timeout_s must be a number of seconds > 0, got {timeout!r}")
-        if self.decode_device not in (*DECODE_DEVICES, "auto"):
-            raise ValueError(
-                f"decode_device={self.decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"
-            )
+        check_decode_device(self.decode_device)
 
     @property
     def explicit(self) -> tuple[str, ...]:

@@ -176,8 +176,7 @@ status_of() {  # log: ok, deadline (faulthandler's or ours) or failed
 }
 
 # --- 2. The tests ---------------------------------------------------------------------
-TESTS=${GPU_TESTS-tests/decode tests/placement/test_choice.py \
-tests/placement/test_device.py tests/placement/test_split.py}
+TESTS=${GPU_TESTS-tests/decode tests/placement/test_choice.py tests/placement/test_device.py}
 TEST_DEADLINE=${GPU_TEST_DEADLINE:-150}
 JUNIT=""
 if [ -n "$TESTS" ]; then

@@ -63,7 +63,7 @@ def test_the_gpu_extra_is_the_measured_set():
     (floor,) = BASE["torchcodec"].specifier
     assert floor.operator == ">=" and floor.version == ".".join(map(str, nvdec.MIN_TORCHCODEC))
     loader = (REPO_ROOT / "docs" / "LOADER.md").read_text()
-    devices = flat(section(loader, '## Video decoded on the devices (`decode_device="cuda"`, `"hybrid"`)'))  # fmt: skip
+    devices = flat(section(loader, '## Video decoded on the devices (`decode_device="cuda"`)'))
     assert f"torchcodec >= {floor.version} is needed" in devices
     for name in GPU:
         assert f"{name} {pinned(name)}" in devices

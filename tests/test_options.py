@@ -61,3 +61,14 @@ def test_numpy_integers_are_taken_as_ints():
 def test_bad_knobs_are_refused_naming_them(kw, message):
     with pytest.raises(ValueError, match=message):
         PipelineOptions(**kw)
+
+
+def test_hybrid_decoding_was_removed_and_the_error_says_why_and_what_instead():
+    """decode_device="hybrid" served less than either side alone (0.28 of the sum of both
+    sides on an H200, benchmarks/RESULTS.md "GPU decoding") and was removed: a clear error,
+    not "choose one of", naming the measurement and the devices to use instead."""
+    with pytest.raises(ValueError, match="hybrid' was removed") as caught:
+        PipelineOptions(decode_device="hybrid")
+    message = str(caught.value)
+    assert "0.28 of the sum of both sides" in message and "RESULTS.md" in message
+    assert "'auto'" in message and "'cpu'" in message and "'cuda'" in message

@@ -342,13 +342,9 @@ def _decode_device(
 ) -> str:
     codecs = {c.codec for p in probes for c in p.cameras.values()}
     device = decide_decode_device(machine, codecs, decode_devices, reasons)
-    if device == "hybrid":
-        # Which of the CPU readers, the devices or both is fastest depends on the host and
-        # the frames (on an H200, hybrid served less than either side alone): make_loader
-        # times them on the dataset's first batches (jaxload.placement.choice).
-        reasons.append(
-            "decode_device='auto': make_loader times the CPU readers and the devices on the "
-            "first batches and keeps the faster path"
-        )
+    if device == "cuda" and "cpu" in decode_devices:
+        # Which of the CPU readers and the devices is faster depends on the host and the
+        # frames (on an H200: the CPU at 96x128, alike at 480x640): make_loader times them
+        # on the dataset's first batches (jaxload.placement.choice).
         return "auto"
     return device

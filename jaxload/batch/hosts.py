@@ -80,10 +80,3 @@ def this_host_rows(
             f"of the sharding {sharding.spec}"
         )
     return sharding_rows(sharding, global_batch_size), jax.process_count()
-
-
-def device_blocks(sharding: Any, rows: np.ndarray, global_batch_size: int) -> list[np.ndarray]:
-    """For each device of this process, the rows of this host's part of a batch (indices
-    into `rows`, sorted) it holds."""
-    index_map = sharding.addressable_devices_indices_map((global_batch_size,))
-    return [np.searchsorted(rows, np.arange(global_batch_size)[i[0]]) for i in index_map.values()]

@@ -47,18 +47,6 @@ def merge_encoded(parts: Sequence[tuple[np.ndarray, EncodedFrames]], n: int) -> 
     return merged.select(order)
 
 
-@dataclasses.dataclass
-class CameraRows:
-    """One camera of a batch as it reaches the training process: `encoded`, the frames of
-    the rows `device_rows` (host batch rows, in the order `encoded` holds them) still
-    compressed, for the devices; `host`, the camera's (n, ...) array whose other rows the
-    readers decoded (hybrid), or None when the devices decode every row."""
-
-    encoded: EncodedFrames
-    device_rows: np.ndarray
-    host: np.ndarray | None = None
-
-
 # A decode takes at least this many rows of a device: each decode creates its decoder
 # (~1.7 ms of CPU at 96x128; an NVDEC decoder comes from torchcodec's cache).
 MIN_ROWS_PER_DECODE = 4
@@ -125,51 +113,41 @@ class DeviceDecoder:
 
     def decode_to_global(
         self,
-        cameras: Mapping[str, CameraRows],
+        cameras: Mapping[str, EncodedFrames],
         sample_shapes: Mapping[str, tuple[int, ...]],
         sharding_for: Callable[[int], Any],
         rows: np.ndarray,
         global_batch_size: int,
     ) -> dict[str, Any]:
         """Global jax.Arrays (G, *sample_shape) per camera: each device decodes the rows of
-        `cameras` it holds that are still compressed; rows the readers decoded (hybrid)
-        come from the host. `rows` are the global rows this process read (sorted), in
-        batch order; `sharding_for(ndim)` is the batch sharding for arrays of that rank.
-        Every camera's compressed rows must be the same rows (one split per batch)."""
+        `cameras` (compressed, this process's rows in batch order) it holds. `rows` are the
+        global rows this process read (sorted); `sharding_for(ndim)` is the batch sharding
+        for arrays of that rank."""
         import jax
 
         keys = list(cameras)
-        on_device = cameras[keys[0]].device_rows
-        if any(not np.array_equal(cameras[k].device_rows, on_device) for k in keys):
-            raise ValueError("every camera decoded on the devices needs the same rows")
-        videos = {k: cameras[k].encoded for k in keys}
         shapes = {k: (global_batch_size, *sample_shapes[k]) for k in keys}
         shardings = {k: sharding_for(len(shapes[k])) for k in keys}
         placement = shardings[keys[0]].addressable_devices_indices_map(shapes[keys[0]])
         self._ensure_threads(len(placement))
         started = time.monotonic()
-        pending = []  # (device, its rows, its rows' places in the compressed part, decodes)
+        pending = []  # (device, its decodes)
         for device, index in placement.items():
             local = np.searchsorted(rows, np.arange(global_batch_size)[index[0]])
-            place = _places(on_device, local)  # -1: decoded by the readers
-            mine = place[place >= 0]
-            chunks = max(1, min(self.threads_per_device, len(mine) // MIN_ROWS_PER_DECODE))
+            chunks = max(1, min(self.threads_per_device, len(local) // MIN_ROWS_PER_DECODE))
             target = torch_device_for(device)
             decodes = [
-                self._submit(functools.partial(_decode_rows, videos, keys, part, target))
-                for part in np.array_split(mine, chunks)
+                self._submit(functools.partial(_decode_rows, cameras, keys, part, target))
+                for part in np.array_split(local, chunks)
                 if len(part)
             ]
-            pending.append((device, local, place, decodes))
+            pending.append((device, decodes))
         per_device: dict[str, list[Any]] = {k: [] for k in keys}
-        for device, local, place, decodes in pending:
+        for device, decodes in pending:
             parts = [self._result(f, started, device, keys) for f in decodes]
-            target = torch_device_for(device)
             for key in keys:
-                shape = sample_shapes[key]
-                decoded = [p[key].reshape(-1, *shape) for p in parts]
-                frames = _in_row_order(cameras[key].host, local, place, decoded, target)
-                per_device[key].append(jax.device_put(to_jax(frames.reshape(-1, *shape)), device))
+                frames = _joined([p[key].reshape(-1, *sample_shapes[key]) for p in parts])
+                per_device[key].append(jax.device_put(to_jax(frames), device))
         self._slowest = max(self._slowest, time.monotonic() - started)
         return {
             k: jax.make_array_from_single_device_arrays(shapes[k], shardings[k], per_device[k])
@@ -217,46 +195,11 @@ def _decode_rows(
     return dict(zip(keys, decoded, strict=True))
 
 
-def _places(compressed_rows: np.ndarray, local: np.ndarray) -> np.ndarray:
-    """Where each of `local` (host batch rows) is among `compressed_rows`; -1 where not."""
-    position = {int(r): i for i, r in enumerate(compressed_rows)}
-    return np.array([position.get(int(r), -1) for r in local], np.int64)
-
-
-def _in_row_order(
-    host: np.ndarray | None, local: np.ndarray, place: np.ndarray, decoded: list[Any], device: str
-) -> Any:
-    """One contiguous tensor on `device` of a device's rows `local`, in that order: the
-    rows decoded there (`decoded`, the chunks in row order) and the readers' (`host`)."""
+def _joined(chunks: list[Any]) -> Any:
+    """A device's decoded chunks (in row order) as one contiguous tensor."""
     import torch
 
-    from_host = place < 0
-    parts = []
-    if from_host.any():
-        parts.append(_host_rows(host, local[from_host], device, alone=from_host.all()))
-    parts += decoded
-    frames = parts[0] if len(parts) == 1 else torch.cat(parts)
-    if from_host.any() and not from_host.all():  # host rows first: put each row in place
-        order = np.argsort(np.concatenate([local[from_host], local[~from_host]]), kind="stable")
-        # The readers decode the first rows of each device's block (DecodeSplit), so the
-        # rows are in order already unless a caller split them otherwise.
-        if not np.array_equal(order, np.arange(len(order))):
-            frames = frames[torch.from_numpy(order).to(frames.device)]
-    return frames.contiguous()
-
-
-def _host_rows(host: np.ndarray, rows: np.ndarray, device: str, alone: bool) -> Any:
-    """The readers' `rows` of `host` (a shared-memory slot the readers reuse) as a tensor on
-    `device`, copied once: a run of consecutive rows is read in place (no gather first)."""
-    import torch
-
-    consecutive = len(rows) and rows[-1] - rows[0] + 1 == len(rows) and np.all(np.diff(rows) > 0)
-    view = host[rows[0] : rows[-1] + 1] if consecutive else host[rows]  # fancy index: a copy
-    tensor = torch.from_numpy(np.ascontiguousarray(view))
-    if device != "cpu":
-        return tensor.to(device)
-    # On CPU nothing below copies a lone part: never hand JAX the slot's memory.
-    return tensor.clone() if consecutive and alone else tensor
+    return (chunks[0] if len(chunks) == 1 else torch.cat(chunks)).contiguous()
 
 
 def to_jax(frames: Any) -> Any:

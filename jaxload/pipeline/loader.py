@@ -21,11 +21,9 @@ from typing import Any
 
 import grain
 
-from jaxload.batch.hosts import device_blocks
 from jaxload.batch.keys import Batch, MissingKeys, register_batch_pytree
 from jaxload.episode_dataset import EpisodeDataset, OpenedDatasets
 from jaxload.errors import RemoteError, WorkerDiedError, WorkerTimeoutError
-from jaxload.placement.split import INITIAL_SHARE, DecodeSplit
 from jaxload.resolution.spec import LoaderSpec
 from jaxload.stages.pipeline import build_pipeline
 from jaxload.stages.read_batch import ReadBatch
@@ -60,8 +58,6 @@ class Loader:
         self._iterator: Any = None
         self._workers: workers.WorkerRegistry | None = None  # the running pipeline's
         self._to_global: ToGlobalArrays | None = None  # the running pipeline's
-        self._split: DecodeSplit | None = None  # hybrid decoding: the running pipeline's
-        self._share = INITIAL_SHARE  # the readers' share of the rows, kept across restarts
         self._reads: DaemonReads | None = None  # the running pipeline's reads (no workers)
         register_batch_pytree()
         self._missing = MissingKeys(
@@ -130,10 +126,6 @@ class Loader:
                 fork_server.start_fork_server(self.has_video)
             workers.reclaim_shared_memory()  # what crashed loaders on this machine left
             check_shared_memory(batch_bytes(self.spec), self.options, SHM_DIR)  # before any worker
-            placement = self.spec.placement
-            if placement.decode_device == "hybrid" and placement.encoded:
-                blocks = device_blocks(self.spec.sharding, self.spec.rows, self.global_batch_size)
-                self._split = DecodeSplit(blocks, self._share)
             pipeline, self._reads = self._build()
             self._iterator = pipeline.__iter__()
             self._iterator.start_prefetch()
@@ -223,14 +215,11 @@ class Loader:
         threading.Thread(target=close, daemon=True, name="jaxload-abandon").start()
 
     def _let_go(self, stuck: bool = False) -> list[Any]:
-        """The running pipeline's decode threads and split, to close (the share is kept
-        for the next pipeline)."""
+        """The running pipeline's decode threads, to close."""
         if self._reads is not None:  # a read stuck in a batch_transform is left behind
             self._reads.release(stuck=stuck)
-        parts = [p for p in (self._to_global, self._split) if p is not None]
-        if self._split is not None:
-            self._share = self._split.share
-        self._to_global = self._split = self._reads = None
+        parts = [self._to_global] if self._to_global is not None else []
+        self._to_global = self._reads = None
         return parts
 
     def close(self) -> None:
@@ -320,11 +309,7 @@ class Loader:
         auto = f" (auto: {choice.describe()})" if choice is not None else ""
         if placement.decode_device == "cpu" or not placement.encoded:
             return f"decode=cpu{auto}, " if auto else ""
-        text = f"decode={placement.decode_device} x{placement.decode_threads}{auto}"
-        share = self.decode_share
-        if share is not None:
-            text += f" (readers {share:.0%} of the rows)"
-        return text + ", "
+        return f"decode={placement.decode_device} x{placement.decode_threads}{auto}, "
 
     def _transforms_repr(self) -> str:
         placement = self.spec.placement
@@ -374,7 +359,7 @@ class Loader:
     def read_batch(self) -> ReadBatch:
         """The per-batch read transform, anchored at the current position (remote datasets:
         fetching ahead of each batch, jaxload.storage.prefetch)."""
-        return ReadBatch(self.spec.for_readers(), self._datasets, self.position, self._split)
+        return ReadBatch(self.spec.for_readers(), self._datasets, self.position)
 
     def grain_dataset(self) -> grain.IterDataset:
         """The Grain pipeline from the current position on (what `next` iterates)."""
@@ -383,18 +368,10 @@ class Loader:
     def _build(self) -> tuple[grain.IterDataset, DaemonReads]:
         """The pipeline, and its reads (for `close` to let go of, when the loader runs it)."""
         if self.spec.sharding is not None:
-            self._to_global = ToGlobalArrays(self.spec, self._split)
+            self._to_global = ToGlobalArrays(self.spec)
         read_batch = self.read_batch()
         pipeline = build_pipeline(read_batch, self.num_batches, self._to_global, self._workers)
         return pipeline, read_batch.reads
-
-    @property
-    def decode_share(self) -> float | None:
-        """Hybrid decoding: the share of each device's rows the readers (CPU) decode now,
-        the rest on the devices (jaxload.placement.split); None otherwise."""
-        if self.spec.placement.decode_device != "hybrid" or not self.spec.placement.encoded:
-            return None
-        return self._split.share if self._split is not None else self._share
 
 
 # Loaders with a live pipeline. Closed before interpreter teardown: Grain's own __del__

@@ -143,14 +143,13 @@ def make_loader(
         decode_device: where video is decoded: "cpu" (default: in the readers), "cuda"
             (torchcodec's NVDEC backend, onto each row's GPU, in this process, several
             decodes in flight per GPU: `options.decode_threads`), "device" (any device
-            torchcodec decodes on), "hybrid" (the readers decode a share of each device's
-            rows, the devices the rest, the share adjusted as it runs so neither waits:
-            jaxload.placement.split) or "auto" ("hybrid" when torchcodec decodes on
-            a GPU here and its NVDEC handles every camera's codec, else "cpu"; logged with
-            the reason). Anything but "cpu" needs `sharding`: the readers hand each camera
-            over compressed (`jaxload.decode.frames.EncodedFrames`) and every device
-            decodes the rows it holds, handed to JAX through DLPack. Sets
-            `options.decode_device`.
+            torchcodec decodes on) or "auto" (where torchcodec decodes on a GPU here and
+            its NVDEC handles every camera's codec, the faster of "cpu" and "cuda", timed
+            on the first batches; else "cpu"; the repr says which and why). "hybrid" was
+            removed: it measured below either side alone. Anything but "cpu" needs
+            `sharding`: the readers hand each camera over compressed
+            (`jaxload.decode.frames.EncodedFrames`) and every device decodes the rows it
+            holds, handed to JAX through DLPack. Sets `options.decode_device`.
         host_index, host_count: this host's part of each global batch (default: JAX's
             process index and count); given to simulate hosts in one process.
         options: how the pipeline runs (a `jaxload.PipelineOptions`: worker processes,

@@ -1,4 +1,4 @@
 """Where video is decoded and where image transforms run, decided once per loader
 (`decide`): the devices and the rules (`device`), this machine's GPUs and cores
-(`machine`), `decode_device="auto"` by measurement (`choice`), hybrid's split between the
-readers and the devices (`split`), the image transforms' place (`transforms`)."""
+(`machine`), `decode_device="auto"` by measurement (`choice`), the image transforms' place
+(`transforms`)."""

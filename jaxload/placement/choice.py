@@ -1,4 +1,4 @@
-"""`decode_device="auto"` by measurement: the CPU readers, the devices (NVDEC), or both.
+"""`decode_device="auto"` by measurement: the CPU readers or the devices (NVDEC).
 
 Which side decodes faster depends on the host and the dataset: on an H200 host with 16
 cores, NVDEC and the CPU workers decoded 480x640 frames at the same rate, while at 96x128
@@ -11,11 +11,9 @@ about a second each, before any worker starts:
 * the devices: `DeviceDecoder` with `options.decode_threads` decodes in flight per device
   (after one untimed pass that creates the decoders).
 
-and keeps the path with the highest predicted rate: the CPU's, the devices', or hybrid at
-HYBRID_EFFICIENCY of their sum. The choice and the rates are in
-`loader.spec.placement.choice`, the loader's repr and a log line. It measures on what is
-read (`jaxload.sources.read.ReadSpec`), before any loader spec exists
-(`jaxload.placement.decide`):
+and keeps the faster. The choice and the rates are in `loader.spec.placement.choice`, the
+loader's repr and a log line. It measures on what is read (`jaxload.sources.read.ReadSpec`),
+before any loader spec exists (`jaxload.placement.decide`):
 
     choice = measure_decode_paths(read, cameras, options, decode_threads)
     choice.device, choice.reasons
@@ -39,12 +37,6 @@ log = logging.getLogger(__name__)
 MEASURE_S = 1.0
 # Batches read for the measurement (decoded over and over).
 MEASURE_BATCHES = 2
-# Hybrid's samples/s over the sum of both sides' limits, measured on an H200 host with 16
-# cores at 480x640 (benchmarks/RESULTS.md, "GPU decoding"): 724 samples/s against 1,597
-# (CPU workers) + 995 (NVDEC), below either side alone. So hybrid is predicted at this
-# fraction of the sum and "auto" keeps the faster single side until hybrid does better;
-# `decode_device="hybrid"` stays available.
-HYBRID_EFFICIENCY = 0.28
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +44,7 @@ class DecodeChoice:
     """Where `decode_device="auto"` decodes, and why.
 
     Attributes:
-        device: "cpu", "cuda" (or "device" in tests) or "hybrid".
+        device: "cpu", or "cuda" (or "device" in tests).
         reasons: why, in words (logged, and in the loader's repr).
         cpu_frames_per_s: the readers' decode rate measured (None: not measured).
         device_frames_per_s: the devices' decode rate measured (None: not measured).
@@ -75,16 +67,12 @@ class DecodeChoice:
 def choose_by_rates(
     cpu: float, devices: float, device_path: str = "cuda"
 ) -> tuple[str, tuple[str, ...]]:
-    """The path with the highest predicted rate: `cpu`, `devices`, or hybrid at
-    HYBRID_EFFICIENCY of their sum (all in frames/s)."""
-    predicted = {
-        "cpu": cpu,
-        device_path: devices,
-        "hybrid": HYBRID_EFFICIENCY * (cpu + devices),
-    }
-    best = max(predicted, key=lambda path: predicted[path])
-    why = ", ".join(f"{path} {rate:,.0f}" for path, rate in predicted.items())
-    return best, (f"decode_device='auto' -> {best!r}, predicted frames/s: {why}",)
+    """The faster path: "cpu" at `cpu` frames/s or `device_path` at `devices` (the CPU on
+    a tie: nothing travels compressed to the training process)."""
+    measured = {"cpu": cpu, device_path: devices}
+    best = max(measured, key=lambda path: measured[path])
+    why = ", ".join(f"{path} {rate:,.0f}" for path, rate in measured.items())
+    return best, (f"decode_device='auto' -> {best!r}, measured frames/s: {why}",)
 
 
 def measure_decode_paths(
@@ -182,20 +170,19 @@ def _device_rate(
 
     from jaxload.batch import hosts
     from jaxload.batch.schema import BatchSchema
-    from jaxload.decode.on_device import CameraRows, DeviceDecoder
+    from jaxload.decode.on_device import DeviceDecoder
 
-    rows = np.arange(len(read.rows))
     fields = BatchSchema([d.element_spec() for d in read.datasets], read.key_maps).fields
     shapes = {cam: fields[cam].shape for cam in batches[0]}
     decoder = DeviceDecoder(decode_threads, options.worker_timeout_s)
 
     def decode(batch: dict) -> None:
         arrays = decoder.decode_to_global(
-            {cam: CameraRows(v, rows) for cam, v in batch.items()},
+            batch,
             shapes,
             lambda ndim: hosts.sharding_for_rank(read.sharding, ndim),
             read.rows,
-            len(rows),
+            len(read.rows),
         )
         jax.block_until_ready(arrays)
 

@@ -5,9 +5,10 @@ half-built loader spec::
     placement = decide_placement(read, options, image_transforms, image_transforms_on)
     placement.decode_device, placement.encoded, placement.choice
 
-The policy: a fixed device ("cpu", "cuda", "device", "hybrid", checked against NVDEC), or
+The policy: a fixed device ("cpu", "cuda", "device"; "cuda" checked against NVDEC), or
 "auto" (also what autotune leaves where the devices could decode): "cpu" without a GPU
-that decodes every codec, else measured on the first batches (`jaxload.placement.choice`).
+that decodes every codec, else the faster of the CPU readers and the devices, measured on
+the first batches (`jaxload.placement.choice`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ class Placement:
 
     Attributes:
         decode_device: "cpu" (in the readers), "cuda" or "device" (in the training
-            process, each device decoding the rows it holds), or "hybrid" (the readers
-            decode a share of each device's rows, measured as it runs:
-            `jaxload.placement.split`); never "auto" (decided here).
+            process, each device decoding the rows it holds); never "auto" (decided
+            here).
         encoded: batch keys of the cameras that travel compressed from the readers and are
             decoded in the training process; () when the readers decode everything.
         streams: (codec, height, width) of the encoded cameras' video streams (sizes the
@@ -93,7 +93,7 @@ def decide_placement(
     if encoded and threads is None:
         threads = default_decode_threads(read.sharding)
     choice = None
-    if asked == "auto" and device == "hybrid" and encoded:
+    if asked == "auto" and device != "cpu" and encoded:
         # NVDEC can decode: time both sides on the first batches (jaxload.placement.choice)
         choice = measure_decode_paths(read, encoded, options, threads)
         if choice.device != device:

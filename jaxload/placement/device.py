@@ -3,6 +3,7 @@ process onto the device holding each row. The rules for `decode_device="auto"` a
 check that NVDEC can decode a dataset's codecs live here; autotune reuses them.
 
     device, reasons = choose_decode_device(datasets)   # ("cuda" | "cpu", why)
+    check_decode_device("hybrid")                      # ValueError: removed, and why
 """
 
 from __future__ import annotations
@@ -20,12 +21,33 @@ log = logging.getLogger("jaxload.placement.device")
 
 # "cpu" in the Grain workers; "cuda" (NVDEC) or "device" (any device type torchcodec
 # supports, e.g. CPU devices in tests) in the training process, onto the device that holds
-# each row of the global batch; "hybrid": the workers decode a share of each device's
-# rows, the devices the rest, the share measured as it runs (jaxload.placement.split).
-# "auto" resolves to "hybrid" where NVDEC can decode every camera, else "cpu"; the
-# placement (jaxload.placement.decide) then times the sides and keeps the fastest path
-# (jaxload.placement.choice).
-DECODE_DEVICES = ("cpu", "cuda", "device", "hybrid")
+# each row of the global batch. "auto" resolves to "cuda" where NVDEC can decode every
+# camera, else "cpu"; the placement (jaxload.placement.decide) then times the CPU readers
+# and the devices and keeps the faster (jaxload.placement.choice).
+DECODE_DEVICES = ("cpu", "cuda", "device")
+# What `check_decode_device` says of "hybrid" (the readers decoding a share of each
+# device's rows, the devices the rest), removed: on an H200 host it served 724 samples/s
+# at 480x640, 0.28 of the sum of both sides alone (1,597 CPU + 995 NVDEC) and below either
+# (benchmarks/RESULTS.md, "GPU decoding"; against a stand-in device 0.53-0.81, "Hybrid
+# without a GPU").
+HYBRID_REMOVED = (
+    "decode_device='hybrid' was removed: splitting each batch's decode between the CPU "
+    "readers and the devices measured below either side alone (0.28 of the sum of both "
+    "sides on an H200; benchmarks/RESULTS.md, 'GPU decoding'). Use 'auto' (make_loader "
+    "times the CPU readers and the devices on the first batches and keeps the faster), "
+    "'cpu' or 'cuda'"
+)
+
+
+def check_decode_device(decode_device: str) -> None:
+    """Raises ValueError unless `decode_device` is one of DECODE_DEVICES or "auto"."""
+    if decode_device == "hybrid":
+        raise ValueError(HYBRID_REMOVED)
+    if decode_device not in (*DECODE_DEVICES, "auto"):
+        raise ValueError(
+            f"decode_device={decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"
+        )
+
 
 # Stored codecs no NVDEC decodes (4:4:4 and RGB H.264; HEVC 4:4:4 only on some GPUs):
 # image cameras and lossless streams (docs/FORMAT.md, "Camera codecs"). With GPU decoding
@@ -71,8 +93,9 @@ def gpu_codecs(datasets: Sequence[Any]) -> set[str]:
 def decide_decode_device(
     machine: MachineInfo, codecs: set[str], decode_devices: Sequence[str], reasons: list[str]
 ) -> str:
-    """ "cuda" when every GPU's NVDEC decodes every codec and torchcodec can use CUDA here,
-    else "cpu"; appends the why to `reasons`."""
+    """ "cuda" when every GPU's NVDEC decodes every codec, torchcodec can use CUDA here and
+    "cuda" is among `decode_devices`, else "cpu"; appends the why to `reasons` (where "cpu"
+    is among them too, that make_loader's "auto" times both sides)."""
     if not codecs:
         return "cpu"
     if not machine.gpus:
@@ -94,14 +117,14 @@ def decide_decode_device(
         why = "cannot decode on CUDA here" if machine.torchcodec_cuda is False else "not probed"
         reasons.append(f"decode on CPU: torchcodec CUDA decode {why}")
         return "cpu"
-    if "hybrid" not in decode_devices:
+    if "cpu" not in decode_devices:
         reasons.append(f"decode on GPU: NVDEC decodes {sorted(codecs)}; workers only read bytes")
-        return "cuda"
-    reasons.append(
-        f"NVDEC decodes {sorted(codecs)}: the CPU workers and NVDEC share each batch's decode "
-        "(hybrid), in a split measured as the loader runs (all on one side where that is faster)"
-    )
-    return "hybrid"
+    else:
+        reasons.append(
+            f"NVDEC decodes {sorted(codecs)}: make_loader times the CPU readers and the devices "
+            "on the first batches and keeps the faster (jaxload.placement.choice)"
+        )
+    return "cuda"
 
 
 def nvdec_unsupported(machine: MachineInfo, codecs: set[str]) -> dict[str, list[str]]:
@@ -116,10 +139,11 @@ def nvdec_unsupported(machine: MachineInfo, codecs: set[str]) -> dict[str, list[
 def choose_decode_device(
     datasets: Sequence[Any], *, machine: MachineInfo | None = None
 ) -> tuple[str, tuple[str, ...]]:
-    """What `make_loader(decode_device="auto")` uses: ("hybrid" | "cpu", reasons).
+    """What `make_loader(decode_device="auto")` starts from: ("cuda" | "cpu", reasons).
 
     CUDA when torchcodec decodes on a GPU here and every GPU's NVDEC handles every camera
-    codec of the datasets (A100/H100/H200 have no AV1 decoder); otherwise CPU.
+    codec of the datasets (A100/H100/H200 have no AV1 decoder); otherwise CPU. Where it is
+    "cuda", the placement then times both sides (`jaxload.placement.choice`).
     """
     codecs = gpu_codecs(datasets)
     machine = machine or probe_machine()
@@ -134,7 +158,7 @@ def choose_decode_device(
             machine, torchcodec_cuda=probe_torchcodec_cuda(d.storage, cam)
         )
     reasons: list[str] = []
-    device = decide_decode_device(machine, codecs, ("cpu", "cuda", "hybrid"), reasons)
+    device = decide_decode_device(machine, codecs, ("cpu", "cuda"), reasons)
     small = _too_small(datasets)
     if small and machine.gpus:
         reasons.append(f"decode on CPU: {'; '.join(small)} (smaller than NVDEC decodes)")
@@ -222,17 +246,11 @@ def probe_torchcodec_cuda(path: Any, camera: str) -> bool:
 def resolve_decode_device(
     decode_device: str, datasets: Sequence[Any], sharding: Any, reasons: list[str] | None = None
 ) -> str:
-    """ "auto" -> "hybrid" or "cpu" (logged with the reason, also appended to `reasons`);
+    """ "auto" -> "cuda" or "cpu" (logged with the reason, also appended to `reasons`);
     "cuda" -> checked against NVDEC."""
-    if decode_device not in (*DECODE_DEVICES, "auto"):
-        raise ValueError(
-            f"decode_device={decode_device!r}; choose one of {(*DECODE_DEVICES, 'auto')}"
-        )
+    check_decode_device(decode_device)
     videos = [d for d in datasets if d.video_cameras]
-    on_gpus = sharding is not None and all(
-        d.platform == "gpu" for d in sharding.addressable_devices
-    )
-    if videos and (decode_device == "cuda" or (decode_device == "hybrid" and on_gpus)):
+    if videos and decode_device == "cuda":
         check_cuda_decodable(videos)
     if decode_device != "auto":
         return decode_device

@@ -61,9 +61,8 @@ def build_pipeline(
             ),
             worker_init_fn=workers.hooks(),
         )
-    balance = to_global.balance if to_global is not None else None
     it = WatchReaders(
-        it, options.worker_timeout_s, read_batch.describe, workers, options.num_workers, balance
+        it, options.worker_timeout_s, read_batch.describe, workers, options.num_workers
     )
     if options.num_workers > 0:
         it = it.map(OpenSlots())

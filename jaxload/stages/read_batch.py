@@ -22,7 +22,6 @@ from jaxload.decode.frames import EncodedFrames, decode_grouped
 from jaxload.decode.on_device import merge_encoded
 from jaxload.episode_dataset import OpenedDatasets, ReadHints
 from jaxload.errors import BatchTransformError
-from jaxload.placement.split import DecodeSplit
 from jaxload.placement.transforms import transform_rows
 from jaxload.resolution.spec import LoaderSpec
 from jaxload.storage.prefetch import BatchReads, Lookahead
@@ -69,38 +68,17 @@ def _new_array(shape: tuple[int, ...], dtype: Any, slots: dict | None) -> np.nda
     return out
 
 
-@dataclasses.dataclass
-class DeviceShare:
-    """Hybrid decoding: the batch rows (this host's, in batch order) the devices decode,
-    and each camera's compressed frames of those rows. Travels beside the batch under
-    DEVICE_SHARE_KEY; `jaxload.stages.to_global.ToGlobalArrays` takes it out."""
-
-    rows: np.ndarray
-    encoded: dict[str, EncodedFrames]
-    share: float  # the split's share the readers decoded this batch at
-
-
-def packed_gops(value: EncodedFrames | DeviceShare, pool: shared_batch.SlotPool) -> Any:
+def packed_gops(value: EncodedFrames, pool: shared_batch.SlotPool) -> EncodedFrames:
     """The compressed frames with their GOPs in a shared-memory slot (a worker's output;
     `unpacked_gops` in the training process undoes it)."""
-    if isinstance(value, DeviceShare):
-        encoded = {cam: packed_gops(v, pool) for cam, v in value.encoded.items()}
-        return dataclasses.replace(value, encoded=encoded)
     return dataclasses.replace(value, gops=shared_batch.pack_bytes(value.gops, pool))
 
 
 def unpacked_gops(value: Any, opener: shared_batch.SlotOpener) -> Any:
     """`packed_gops` undone: the GOPs as views of their slot."""
-    if isinstance(value, DeviceShare):
-        encoded = {cam: unpacked_gops(v, opener) for cam, v in value.encoded.items()}
-        return dataclasses.replace(value, encoded=encoded)
     if isinstance(value, EncodedFrames) and isinstance(value.gops, shared_batch.PackedBytes):
         return dataclasses.replace(value, gops=opener.open_bytes(value.gops))
     return value
-
-
-# The batch key of a hybrid batch's DeviceShare (never a feature's name).
-DEVICE_SHARE_KEY = "__jaxload_device_share__"
 
 
 class ReadBatch(grain.transforms.Map):
@@ -114,17 +92,10 @@ class ReadBatch(grain.transforms.Map):
     `jaxload.storage.prefetch.Lookahead` plans and fetches ahead of each batch.
     """
 
-    def __init__(
-        self,
-        spec: LoaderSpec,
-        datasets: OpenedDatasets,
-        start: int,
-        split: DecodeSplit | None = None,
-    ):
+    def __init__(self, spec: LoaderSpec, datasets: OpenedDatasets, start: int):
         self.spec, self.datasets, self.start = spec, datasets, int(start)
         step = max(1, spec.options.num_workers)
         self.lookahead = Lookahead(spec, datasets, step=step) if datasets.stores else None
-        self.split = split  # hybrid decoding: the readers' share of each device's rows
         self.output_to_shared_memory = False
         self.reads = DaemonReads()  # a stuck read never holds up exit (read_threads)
 
@@ -154,7 +125,7 @@ class ReadBatch(grain.transforms.Map):
                 made = slots.pop(id(value), None)
                 if made is not None:
                     batch[key] = made[1]
-                elif isinstance(value, EncodedFrames | DeviceShare):
+                elif isinstance(value, EncodedFrames):
                     batch[key] = packed_gops(value, shared_batch.worker_pool())
             return batch
         finally:
@@ -198,41 +169,13 @@ class ReadBatch(grain.transforms.Map):
             cam: self._assemble(cam, parts, n, slots, positions) for cam, parts in frames.items()
         }
         batch = spec.schema.collate(samples, dataset_ids, exclude=placement.encoded, arrays=decoded)
-        encoded = {cam: merge_encoded(videos[cam], n) for cam in placement.encoded}
-        share = None
-        if self.split is None:
-            batch.update(encoded)
-        elif encoded:  # hybrid: this share of each device's rows is decoded here
-            batch_arrays, share = self._split_decode(encoded, n, slots)
-            batch.update(batch_arrays)
+        batch.update({cam: merge_encoded(videos[cam], n) for cam in placement.encoded})
         for transform in spec.batch_transforms:
             batch = check_transformed(transform(batch), transform, n)
         batch = spec.keys.select(batch)
-        if share is not None:
-            share.encoded = {cam: v for cam, v in share.encoded.items() if cam in batch}
-            batch[DEVICE_SHARE_KEY] = share
         if placement.transforms_on_devices is not None:  # the devices need the positions
             batch[POSITIONS_KEY] = self.positions(k)
         return batch
-
-    def _split_decode(
-        self, encoded: dict[str, EncodedFrames], n: int, slots: dict | None
-    ) -> tuple[dict[str, np.ndarray], DeviceShare]:
-        """Hybrid: each camera's (n, ...) array with the readers' rows decoded (the split's
-        share of each device's rows; the others are left unwritten), and the compressed
-        frames of the other rows, for the devices."""
-        share = self.split.share
-        cpu = self.split.cpu_rows(share)
-        rest = np.setdiff1d(np.arange(n), cpu)
-        arrays = {}
-        decoded = decode_grouped([v.select(cpu) for v in encoded.values()]) if len(cpu) else []
-        for i, cam in enumerate(encoded):
-            field = self.spec.schema.fields[cam]
-            out = _new_array((n, *field.shape), field.dtype, slots)
-            if len(cpu):
-                out[cpu] = decoded[i].reshape(len(cpu), *field.shape)
-            arrays[cam] = out
-        return arrays, DeviceShare(rest, {cam: v.select(rest) for cam, v in encoded.items()}, share)
 
     def _assemble(
         self,

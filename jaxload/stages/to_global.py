@@ -4,7 +4,6 @@ here, and image transforms placed on the devices run here."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import grain
@@ -14,26 +13,22 @@ from jaxload.batch import hosts
 from jaxload.batch.keys import is_host_only
 from jaxload.decode import nvdec
 from jaxload.decode.frames import EncodedFrames
-from jaxload.decode.on_device import CameraRows, DeviceDecoder
-from jaxload.placement.split import DecodeSplit, SplitBalance
+from jaxload.decode.on_device import DeviceDecoder
 from jaxload.resolution.spec import LoaderSpec
-from jaxload.stages.read_batch import DEVICE_SHARE_KEY, Batch
+from jaxload.stages.read_batch import Batch
 from jaxload.transforms.on_device import POSITIONS_KEY, TransformOnDevices
 
 
 class ToGlobalArrays(grain.transforms.Map):
     """Host-local batch -> global jax.Arrays over the spec's sharding (strings stay numpy).
 
-    Cameras the readers left compressed (decode_device "cuda" or "device": every row;
-    "hybrid": the devices' share of the rows, `DeviceShare`) are decoded here, each device
-    decoding the rows it holds, several decodes in flight per device
-    (`jaxload.decode.on_device.DeviceDecoder`). With a hybrid `split`, the time each batch
-    took to decode here and the prefetch thread's wait for the readers move the split
-    (`jaxload.placement.split.SplitBalance`). Image transforms placed on the devices
-    run here, after decode (jaxload.transforms.on_device).
+    Cameras the readers left compressed (decode_device "cuda" or "device") are decoded
+    here, each device decoding the rows it holds, several decodes in flight per device
+    (`jaxload.decode.on_device.DeviceDecoder`). Image transforms placed on the devices run
+    here, after decode (jaxload.transforms.on_device).
     """
 
-    def __init__(self, spec: LoaderSpec, split: DecodeSplit | None = None):
+    def __init__(self, spec: LoaderSpec):
         self.sharding, self.global_batch_size = spec.sharding, spec.global_batch_size
         self.rows = spec.rows
         self.sample_shapes = {k: spec.schema.fields[k].shape for k in spec.placement.encoded}
@@ -44,7 +39,6 @@ class ToGlobalArrays(grain.transforms.Map):
             self.decoder = DeviceDecoder(threads, spec.options.worker_timeout_s)
             if spec.placement.streams and _on_gpus(spec.sharding):
                 nvdec.configure_cache(threads, spec.placement.streams)
-        self.balance = SplitBalance(split) if split is not None else None
         self.on_devices = None
         on_devices = spec.placement.transforms_on_devices
         if on_devices is not None:
@@ -69,22 +63,13 @@ class ToGlobalArrays(grain.transforms.Map):
     def map(self, batch: Batch) -> Batch:
         batch = dict(batch)
         positions = batch.pop(POSITIONS_KEY, None)
-        share = batch.pop(DEVICE_SHARE_KEY, None)
-        n = len(self.rows)
-        cameras = {
-            k: CameraRows(v, np.arange(n)) for k, v in batch.items() if isinstance(v, EncodedFrames)
-        }
-        if share is not None and len(share.rows):  # hybrid, some rows for the devices
-            cameras |= {k: CameraRows(v, share.rows, batch[k]) for k, v in share.encoded.items()}
+        cameras = {k: v for k, v in batch.items() if isinstance(v, EncodedFrames)}
         out = {}
-        began = time.monotonic()
         if cameras:
             shapes = {k: self.sample_shapes[k] for k in cameras}
             out = self.decoder.decode_to_global(
                 cameras, shapes, self._sharding, self.rows, self.global_batch_size
             )
-        if self.balance is not None and share is not None:
-            self.balance.devices_decoded(time.monotonic() - began, share.share)
         for key, value in batch.items():
             if key in cameras:
                 continue

@@ -12,7 +12,6 @@ from typing import Any
 import grain
 
 from jaxload.errors import WorkerTimeoutError
-from jaxload.placement.split import SplitBalance
 from jaxload.workers.processes import WorkerRegistry
 
 # A reader's deadline is at least this many times the slowest batch seen after start-up,
@@ -43,13 +42,11 @@ class WatchReaders(grain.IterDataset):
         describe: Callable[[int], str],
         workers: WorkerRegistry | None,
         num_workers: int,
-        balance: SplitBalance | None = None,
     ):
         super().__init__(parent)
         self.upstream = parent
         self.timeout_s, self.describe = timeout_s, describe
         self.workers, self.num_workers = workers, num_workers
-        self.balance = balance  # hybrid decoding: told how long each batch was waited for
 
     def __iter__(self) -> grain.DatasetIterator:
         return _WatchedIterator(self.upstream.__iter__(), self)
@@ -89,8 +86,6 @@ class _WatchedIterator(grain.DatasetIterator):
             raise self._stuck from None
         if error is not None:
             raise error
-        if self._watch.balance is not None:
-            self._watch.balance.readers_waited(time.monotonic() - started)
         if not self._starting:
             self._slowest = max(self._slowest, time.monotonic() - started)
         if self._count is not None:

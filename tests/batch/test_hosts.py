@@ -96,11 +96,3 @@ def test_the_batch_must_split_evenly_over_the_batch_shards(spec, mesh_shape, bat
     # A replicated batch axis has one shard: any size splits.
     replicated = _ProcessShards([slice(None)], spec=P(None, "model"), mesh_shape=mesh_shape)
     assert hosts.this_host_rows(batch, replicated, None, None)[0].tolist() == list(range(batch))
-
-
-def test_each_device_gets_the_indices_of_its_rows_in_this_hosts_part():
-    shards = _ProcessShards([slice(24, 28), slice(8, 12)])
-    rows = hosts.sharding_rows(shards, 32)  # [8..11, 24..27]
-    blocks = hosts.device_blocks(shards, rows, 32)
-    assert [b.tolist() for b in blocks] == [[4, 5, 6, 7], [0, 1, 2, 3]]
-    np.testing.assert_array_equal(rows[blocks[0]], np.arange(24, 28))

@@ -17,7 +17,7 @@ import jaxload
 from jaxload.converters.convert import convert
 from jaxload.decode import backend, nvdec
 from jaxload.decode.backend import TorchcodecBackend
-from jaxload.decode.on_device import CameraRows, DecodeTimeoutError, DeviceDecoder
+from jaxload.decode.on_device import DecodeTimeoutError, DeviceDecoder
 from tests.support.lerobot_factory import write_lerobot_v3
 
 CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}
@@ -169,8 +169,7 @@ def _cameras(dataset, positions):
     ds = jaxload.open(dataset, delta_timestamps=WINDOWS)
     samples = ds.__getitems__(positions)
     _, videos = ds.read_encoded(positions)
-    rows = np.arange(len(positions))
-    return {k: CameraRows(v, rows) for k, v in videos.items()}, samples
+    return videos, samples
 
 
 def _sharding():
@@ -196,26 +195,6 @@ def test_a_device_decodes_with_several_decoders_at_once_each_on_its_own_thread(d
         out = decoder.decode_to_global(cameras, _shapes(dataset), _sharding(), rows, len(rows))
     decoder.close()
     assert recording.most == 3 and recording.misuse == []
-    for key in CAMERAS:
-        got = np.asarray(out[key])
-        for b, sample in enumerate(samples):
-            np.testing.assert_array_equal(got[b], sample[key])
-
-
-def test_rows_the_readers_decoded_come_from_the_host(dataset):
-    """Hybrid: the readers decoded some rows (on the host), the device the others."""
-    positions = list(range(0, 64, 4))
-    cameras, samples = _cameras(dataset, positions)
-    n = len(positions)
-    on_device = np.arange(n)[n // 3 :]
-    host_rows = np.arange(n // 3)
-    for key, part in cameras.items():
-        host = np.zeros((n, *_shapes(dataset)[key]), np.uint8)
-        host[host_rows] = np.stack([samples[r][key] for r in host_rows])
-        cameras[key] = CameraRows(part.encoded.select(on_device), on_device, host)
-    decoder = DeviceDecoder(threads_per_device=2, timeout_s=60)
-    out = decoder.decode_to_global(cameras, _shapes(dataset), _sharding(), np.arange(n), n)
-    decoder.close()
     for key in CAMERAS:
         got = np.asarray(out[key])
         for b, sample in enumerate(samples):
@@ -297,39 +276,3 @@ class SlowOnOneSide(TorchcodecBackend):
         if on_devices == (self.slow == "devices"):
             time.sleep(self.delay)
         return super().open(mp4, device)
-
-
-@pytest.mark.integration  # ~40 batches with a slowed side: seconds
-@pytest.mark.parametrize("slow, settles", [("devices", 1.0), ("readers", 0.0)])
-def test_the_hybrid_split_moves_the_decodes_to_the_faster_side_and_says_so(
-    dataset, slow, settles, caplog
-):
-    """What decode_device="auto" relies on where NVDEC can decode (it resolves to
-    "hybrid"): the split finds the faster side by measuring; the batches stay the same."""
-    import logging
-
-    import jax
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
-    kw = dict(global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS)
-    reference = jaxload.make_loader(dataset, options=jaxload.PipelineOptions(num_workers=0), **kw)
-    wanted = [next(reference) for _ in range(40)]  # before the slow backend: it is process-wide
-    reference.close()
-    options = jaxload.PipelineOptions(num_workers=0, prefetch=1, decode_threads=1)
-    loader = jaxload.make_loader(dataset, decode_device="hybrid", options=options, **kw)
-    log = caplog.at_level(logging.INFO, logger="jaxload.placement.split")
-    with log, backend.use(SlowOnOneSide(slow)):
-        shares = []
-        for want in wanted:
-            got = next(loader)
-            shares.append(loader.decode_share)
-            for key in want:
-                np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(want[key]))
-    # Over the last 20 batches, about one row of the 8 on the slower side at most: the
-    # split probes back now and then (each probe smaller than the last).
-    assert abs(np.mean(shares[20:]) - settles) <= 1 / 8, shares
-    assert "readers (CPU) now decode" in caplog.text
-    assert "decode=hybrid x1 (readers " in repr(loader)
-    loader.close()

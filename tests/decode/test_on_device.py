@@ -54,26 +54,3 @@ def test_dlpack_hand_off_is_zero_copy(dataset):
     np.testing.assert_array_equal(np.asarray(array), frames.numpy())
     with pytest.raises(ValueError, match="contiguous"):
         to_jax(frames[:, :, 1:])
-
-
-@pytest.mark.parametrize(
-    "host_rows", [[0, 1, 2, 3], [0, 1], [1, 3], []], ids=["all", "first", "scattered", "none"]
-)
-def test_a_devices_rows_come_out_in_row_order_never_sharing_the_readers_slot(host_rows):
-    """Hybrid: a device's rows are the readers' (a shared-memory slot they reuse) and the
-    devices' decoded chunks; the tensor handed to JAX holds them in row order and owns its
-    memory, whichever rows came from the host."""
-    import torch
-
-    from jaxload.decode.on_device import _in_row_order
-
-    local = np.arange(4)
-    host = np.arange(4 * 6, dtype=np.uint8).reshape(4, 2, 3)  # the readers' slot
-    want = host.copy()
-    device_rows = [r for r in local if r not in host_rows]
-    place = np.full(4, -1)
-    place[device_rows] = np.arange(len(device_rows))
-    decoded = [torch.from_numpy(want[device_rows].copy())] if device_rows else []
-    frames = _in_row_order(host, local, place, decoded, "cpu")
-    host[:] = 255  # the readers reuse the slot
-    np.testing.assert_array_equal(frames.numpy(), want)

@@ -288,6 +288,8 @@ def test_arguments_are_checked():
         _loader(global_batch_size=2, decode_device="cuda")
     with pytest.raises(ValueError, match="choose one of"):
         _loader(global_batch_size=2, decode_device="gpu")
+    with pytest.raises(ValueError, match=r"hybrid' was removed: .* below either side alone"):
+        _loader(global_batch_size=2, decode_device="hybrid")
     with pytest.raises(ValueError, match="2 weights for 1 datasets"):
         _loader(global_batch_size=2, weights=[1, 2])
     loader = _loader(global_batch_size=10, num_epochs=2)

@@ -31,11 +31,11 @@ def dataset(tmp_path_factory):
 def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeypatch):
     """make_loader(decode_device="auto") where NVDEC could decode: it times both sides and
     keeps the faster, in the spec and the repr. Mocked: the GPU probe that resolves "auto"
-    to "hybrid" (no GPU here); CPU devices decode in its place."""
+    to the devices (no GPU here); CPU devices decode in place of NVDEC."""
     monkeypatch.setattr(
         decide_module,
         "resolve_decode_device",
-        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
+        lambda asked, datasets, sharding, reasons=None: "device" if asked == "auto" else asked,
     )
     sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
     kw = dict(global_batch_size=8, seed=3, sharding=sharding, delta_timestamps=WINDOWS)
@@ -58,8 +58,8 @@ def test_make_loader_auto_measures_where_the_devices_can_decode(dataset, monkeyp
 @pytest.mark.integration  # two seconds of timed decoding
 def test_autotune_on_a_gpu_host_leaves_the_decode_device_to_autos_measurement(dataset, monkeypatch):
     """PipelineOptions(autotune=True) where NVDEC could decode: the loader measures the
-    sides (as decode_device="auto") instead of running hybrid unmeasured. Mocked: the GPU
-    host (no GPU here); CPU devices decode in its place."""
+    sides (as decode_device="auto") instead of decoding on the devices unmeasured. Mocked:
+    the GPU host (no GPU here); CPU devices decode in place of NVDEC."""
     recommend_module = importlib.import_module("jaxload.autotune.recommend")  # not the function
     from jaxload.placement import machine as M
 
@@ -69,7 +69,7 @@ def test_autotune_on_a_gpu_host_leaves_the_decode_device_to_autos_measurement(da
     monkeypatch.setattr(
         decide_module,
         "resolve_decode_device",
-        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
+        lambda asked, datasets, sharding, reasons=None: "device" if asked == "auto" else asked,
     )
     sharding = NamedSharding(jax.make_mesh((1,), ("data",)), P("data"))
     options = jaxload.PipelineOptions(autotune=True, num_workers=0, decode_threads=1)
@@ -79,7 +79,7 @@ def test_autotune_on_a_gpu_host_leaves_the_decode_device_to_autos_measurement(da
             options=options,
         )  # fmt: skip
     with loader:
-        assert loader.spec.placement.choice is not None, "autotune ran hybrid unmeasured"
+        assert loader.spec.placement.choice is not None, "autotune ran unmeasured"
         assert loader.spec.placement.choice.device == "cpu"
         assert "decode=cpu (auto: measured" in repr(loader)
 
@@ -152,12 +152,12 @@ def test_devices_decode_the_cameras_sent_encoded_with_their_streams(dataset):
 
 
 def test_auto_measured_on_the_cpus_side_sends_nothing_encoded(dataset, monkeypatch):
-    """Mocked: the GPU probe that resolves "auto" to "hybrid" (no GPU here), and the
+    """Mocked: the GPU probe that resolves "auto" to the devices (no GPU here), and the
     measurement's outcome (measured for real in the integration tests above)."""
     monkeypatch.setattr(
         decide_module,
         "resolve_decode_device",
-        lambda asked, datasets, sharding, reasons=None: "hybrid" if asked == "auto" else asked,
+        lambda asked, datasets, sharding, reasons=None: "device" if asked == "auto" else asked,
     )
     measured = []
 

@@ -69,14 +69,15 @@ def _described_as(dataset, codec):
 
 def test_h264_decodes_on_an_h100(dataset):
     device, reasons = choose_decode_device([dataset], machine=_machine(H100))
-    assert device == "hybrid", reasons  # auto: CPU workers and NVDEC, split by measurement
+    assert device == "cuda", reasons  # auto then times the CPU readers against NVDEC
+    assert "make_loader times the CPU readers and the devices" in " ".join(reasons)
 
 
 def test_av1_falls_back_to_cpu_on_an_h100_and_says_how_to_fix_it(av1_dataset):
     device, reasons = choose_decode_device([av1_dataset], machine=_machine(H100))
     assert device == "cpu"
     assert "av1" in " ".join(reasons) and "--video-codec h264" in " ".join(reasons)
-    assert choose_decode_device([av1_dataset], machine=_machine(L4))[0] == "hybrid"
+    assert choose_decode_device([av1_dataset], machine=_machine(L4))[0] == "cuda"
 
 
 def test_no_gpu_or_no_torchcodec_cuda_means_cpu(dataset):
@@ -150,7 +151,7 @@ def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset)
         addressable_devices = (GpuDevice(), GpuDevice())
 
     check_cuda_decodable([image_camera_dataset], machine=_machine(H100))  # no error
-    assert choose_decode_device([image_camera_dataset], machine=_machine(H100))[0] == "hybrid"
+    assert choose_decode_device([image_camera_dataset], machine=_machine(H100))[0] == "cuda"
     on_gpu = cameras_decoded_on_device("cuda", [image_camera_dataset], [{}], GpuSharding())
     assert on_gpu == ("observation.images.top",)
     image_camera_dataset.video_cameras = {

@@ -93,7 +93,7 @@ def test_autotune_fills_what_was_left_unset_and_never_decodes_on_devices_without
 
     def recommend(datasets, *, delta_timestamps, host_count, overrides):
         asked.update(windows=delta_timestamps, host_count=host_count, overrides=overrides)
-        return {"decode_device": "hybrid", "read_threads": 3, "num_workers": 5, "not_an_option": 1}
+        return {"decode_device": "auto", "read_threads": 3, "num_workers": 5, "not_an_option": 1}
 
     monkeypatch.setattr(jaxload.autotune, "tuned_loader_kwargs", recommend)
     read = _read(_named("a", [8]), host_count=1)
