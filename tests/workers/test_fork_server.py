@@ -14,7 +14,6 @@ from jaxload import PipelineOptions, make_loader
 from jaxload.converters.convert import convert
 from jaxload.workers import fork_server
 from jaxload.workers.processes import _processes, worker_pids
-from tests.support.lerobot_factory import write_lerobot_v3
 
 # Plain Grain, no jaxload: workers report their parent; the script sets "forkserver" as
 # multiprocessing's start method first, the one public way to ask for it.
@@ -51,13 +50,6 @@ def test_grain_spawns_its_workers_whatever_the_start_method_says(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tabular(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fork_server_tabular")
-    source = write_lerobot_v3(root / "src", episode_lengths=[6, 5], cameras={})
-    return convert(source, root / "out", workers=1, progress=False).out
-
-
-@pytest.fixture(scope="module")
 def h264_dataset(shared_lerobot, tmp_path_factory):
     out = tmp_path_factory.mktemp("fork_server") / "h264_single"
     convert(shared_lerobot / "h264_single", out, workers=1, progress=False)
@@ -87,51 +79,6 @@ def test_workers_are_forked_by_the_preloaded_server_and_serve_the_same_batches(h
             assert (a[key] == b[key]).all(), key
 
 
-# A training script that finds its policy package through its own sys.path (beside it, run
-# from elsewhere) and asks the server to preload it; the package logs each import's pid.
-PRELOADED_FROM_TRAINERS_PATH = textwrap.dedent(
-    """
-    import os, sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-    os.environ["JAXLOAD_WORKER_PRELOAD"] = "mypolicy_for_preload"
-    import mypolicy_for_preload
-    from absl import flags
-    import jaxload
-    from jaxload.workers.processes import worker_pids, _processes
-    if __name__ == "__main__":
-        flags.FLAGS.mark_as_parsed()
-        options = jaxload.PipelineOptions(num_workers=2)
-        with jaxload.make_loader(sys.argv[1], global_batch_size=4, options=options) as loader:
-            next(loader)
-            workers = worker_pids()
-            server = _processes()[workers[0]][0]
-        print(os.getpid(), server, sorted(workers))
-    """
-)
-
-
-@pytest.mark.processes
-def test_modules_on_the_trainers_path_are_preloaded_once_in_the_server(tabular, tmp_path):
-    """CPython's forkserver ignores the sys.path it is handed: such a module was not
-    preloaded (its ImportError swallowed) and every worker imported it again."""
-    (tmp_path / "lib").mkdir()
-    log = tmp_path / "imports.log"
-    (tmp_path / "lib" / "mypolicy_for_preload.py").write_text(
-        f"import os\nwith open({str(log)!r}, 'a') as f:\n    f.write(f'{{os.getpid()}}\\n')\n"
-    )
-    (tmp_path / "train.py").write_text(PRELOADED_FROM_TRAINERS_PATH)
-    out = subprocess.run(
-        [sys.executable, str(tmp_path / "train.py"), str(tabular)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd="/",
-        check=True,
-    ).stdout.split(maxsplit=2)
-    trainer, server = int(out[0]), int(out[1])
-    assert sorted(map(int, log.read_text().split())) == sorted([trainer, server])
-
-
 def test_a_preload_that_cannot_be_found_is_an_error(monkeypatch):
     monkeypatch.setenv(fork_server.PRELOAD_ENV, "numpy, mypolicy_misspeled.layers")
     with pytest.raises(ValueError, match="JAXLOAD_WORKER_PRELOAD: no module 'mypolicy_misspeled"):
@@ -151,25 +98,6 @@ def test_preload_lists_the_workers_modules_what_the_trainer_imported_and_the_dec
     monkeypatch.setenv(fork_server.PRELOAD_ENV, " json.decoder, numpy ,")
     extra = fork_server.preload_modules(decodes_video=False)
     assert extra[-1] == "json.decoder" and extra.count("numpy") == 1
-
-
-@pytest.mark.processes
-def test_the_servers_decoder_preload_imports_torchcodec_without_dynamo():
-    """What the server imports for video: torchcodec's decoder, without the ~1.3 s of
-    `torch._dynamo` a plain `import torchcodec` costs (jaxload.decode.torchcodec_import),
-    which every forked worker's first batch would wait for."""
-    code = (
-        "import sys, importlib; importlib.import_module(sys.argv[1]); "
-        "print('torchcodec.decoders' in sys.modules, 'torch._dynamo' in sys.modules)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, fork_server.DECODER_PRELOAD],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout.split()
-    assert out == ["True", "False"]
 
 
 def test_the_start_method_is_chosen_by_environment(monkeypatch):
