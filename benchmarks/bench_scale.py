@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,7 +63,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from benchmarks import scale_data  # noqa: E402
+from benchmarks import scale_data, scale_report  # noqa: E402
 from benchmarks.ab import checkout, run_in_tree  # noqa: E402
 
 DEFAULT_CACHE = REPO_ROOT / "runs" / "scale"
@@ -345,10 +344,13 @@ def cmd_open(args) -> dict:
                             key = f"{name}, {'default' if workers is None else workers} workers"
                             key += "" if opened else ", make_loader alone"
                             results.setdefault(key, {}).setdefault(side, []).append(got)
-                            print(f"round {r + 1} {key} {side}: {_brief(got)}", flush=True)
+                            print(
+                                f"round {r + 1} {key} {side}: {scale_report.brief_open(got)}",
+                                flush=True,
+                            )
         finally:
             _remove_worktrees(trees)
-    _print_open(results, args.workers)
+    scale_report.print_open(results, args.workers)
     return results
 
 
@@ -369,7 +371,7 @@ def cmd_plateau(args) -> dict:
                     _plateau_round(args, datasets, r, side if args.base else "", tree, results)
         finally:
             _remove_worktrees(trees)
-    _print_plateau(results)
+    scale_report.print_plateau(results)
     return results
 
 
@@ -388,7 +390,7 @@ def _plateau_round(args, datasets: dict, r: int, side: str, tree: Path, results:
                 key += f", {start}" if start and len(args.worker_start) > 1 else ""
                 key += f", {side}" if side else ""
                 results.setdefault(key, []).append(got)
-                print(f"round {r + 1} {key}: {_brief_plateau(got)}", flush=True)
+                print(f"round {r + 1} {key}: {scale_report.brief_plateau(got)}", flush=True)
 
 
 def _worker_starts(counts: list[int], starts: list[str], round_: int) -> list[tuple[int, str]]:
@@ -396,52 +398,6 @@ def _worker_starts(counts: list[int], starts: list[str], round_: int) -> list[tu
     count with workers, their order alternating from round to round (paired A/B)."""
     order = starts if round_ % 2 == 0 else starts[::-1]
     return [(n, start) for n in counts for start in (order if n else order[:1])]
-
-
-def _brief_plateau(got: dict) -> str:
-    last = got["samples"][-1]
-    workers = ", ".join(
-        f"{w['files']} files {_mb(w['rss'])} RSS {_mb(w['pss'])} PSS" for w in last["workers"]
-    )
-    trainer = last["trainer"]
-    return (
-        f"make_loader {got['make_loader_s']:.2f} s ({got['make_loader_cpu_s']:.2f} s CPU), first "
-        f"batch {got['first_batch_s']:.2f} s, {got['samples_per_s']:,.0f} samples/s, "
-        f"{last['shards_touched']} shards touched; trainer {trainer['files']} files "
-        f"{_mb(trainer['rss'])} RSS {_mb(trainer['pss'])} PSS; workers: {workers or 'none'}"
-    )
-
-
-def _print_plateau(results: dict) -> None:
-    def median(runs, key):
-        return statistics.median(key(r) for r in runs)
-
-    def worst(run, what):  # over the workers of the plateau sample
-        return max((w[what] for w in run["samples"][-1]["workers"]), default=0)
-
-    for key, runs in results.items():
-        empty_key = "empty" + key[key.index(",") :]  # the same run of the empty dataset
-        empty = results.get(empty_key)
-        line = (
-            f"{key}: make_loader {median(runs, lambda r: r['make_loader_s']):.2f} s "
-            f"({median(runs, lambda r: r['make_loader_cpu_s']):.2f} s CPU), first batch "
-            f"{median(runs, lambda r: r['first_batch_s']):.2f} s, "
-            f"{median(runs, lambda r: r['samples_per_s']):,.0f} samples/s, shards touched "
-            f"{median(runs, lambda r: r['samples'][-1]['shards_touched']):.0f}; trainer "
-            f"{median(runs, lambda r: r['samples'][-1]['trainer']['files']):.0f} files, "
-            f"RSS {_mb(median(runs, lambda r: r['samples'][-1]['trainer']['rss']))}, "
-            f"PSS {_mb(median(runs, lambda r: r['samples'][-1]['trainer']['pss']))}"
-        )
-        if runs[0]["samples"][-1]["workers"]:
-            pss = median(runs, lambda r: worst(r, "pss"))
-            line += (
-                f"; largest worker {median(runs, lambda r: worst(r, 'files')):.0f} files, "
-                f"RSS {_mb(median(runs, lambda r: worst(r, 'rss')))}, PSS {_mb(pss)}"
-            )
-            if empty and key != empty_key:
-                line += f" = empty + {_mb(pss - median(empty, lambda r: worst(r, 'pss')))}"
-        loads = [r.get("load_before", 0) for r in runs]
-        print(f"{line} (medians of {len(runs)}; load average {min(loads):.1f}-{max(loads):.1f})")
 
 
 def cmd_convert(args) -> dict:
@@ -466,13 +422,13 @@ def cmd_convert(args) -> dict:
                             got = run_in_tree(MEASURE_CONVERT, tree, config, timeout=3600)
                             got |= {"episodes": first}
                             results.setdefault(name, {}).setdefault(side, []).append(got)
-                            print(f"{name} {side}: {_brief_convert(got)}", flush=True)
+                            print(f"{name} {side}: {scale_report.brief_convert(got)}", flush=True)
                             import shutil
 
                             shutil.rmtree(out, ignore_errors=True)
         finally:
             _remove_worktrees(trees)
-    _print_convert(results)
+    scale_report.print_convert(results)
     return results
 
 
@@ -481,74 +437,6 @@ def _remove_worktrees(trees) -> None:
         subprocess.run(
             ["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(tree)], check=False
         )
-
-
-def _mb(x: float) -> str:
-    return f"{x / 2**20:,.0f} MB"
-
-
-def _brief(got: dict) -> str:
-    workers = ", ".join(_mb(w) for w in got["worker_rss"])
-    return (
-        f"open {got.get('open_s', 0):.2f} s, make_loader {got['make_loader_s']:.2f} s, first batch "
-        f"{got['first_batch_s']:.2f} s, RSS {_mb(got['rss'])} (peak {_mb(got['peak_rss'])}), "
-        f"workers {workers}"
-    )
-
-
-def _brief_convert(got: dict) -> str:
-    return (
-        f"{got['convert_s']:.1f} s, {1000 * got['cpu_s'] / got['episodes']:.2f} CPU ms/episode, "
-        f"main peak RSS {_mb(got['main_peak_rss'])}, worker peak {_mb(got['worker_peak_rss'])}, "
-        f"stats {got['stats_s']:.1f} s ({1e6 * got['stats_s'] / got['frames']:.1f} us/frame)"
-    )
-
-
-def _print_convert(results: dict) -> None:
-    """Medians per conversion and side; CPU per episode relative to the first conversion."""
-    first: dict = {}
-    for name, by_side in results.items():
-        for side, runs in by_side.items():
-            cpu = statistics.median(1000 * r["cpu_s"] / r["episodes"] for r in runs)
-            first.setdefault(side, cpu)
-            stats = statistics.median(1e6 * r["stats_s"] / r["frames"] for r in runs)
-            print(
-                f"{name} {side}: {cpu:.2f} CPU ms/episode ({cpu / first[side]:.2f}x the first), "
-                f"main peak RSS {_mb(statistics.median(r['main_peak_rss'] for r in runs))}, "
-                f"worker peak {_mb(statistics.median(r['worker_peak_rss'] for r in runs))}, "
-                f"stats pass {stats:.1f} us per frame (medians of {len(runs)}; load average "
-                f"{min(r.get('load_before', 0) for r in runs):.1f}-"
-                f"{max(r.get('load_after', 0) for r in runs):.1f})"
-            )
-
-
-def _print_open(results: dict, workers: int) -> None:
-    def median(runs, key):
-        return statistics.median(key(r) for r in runs)
-
-    empty = results.get(f"empty, {workers} workers", {})
-    empty = {s: median(runs, lambda r: max(r["worker_rss"])) for s, runs in empty.items()}
-    for name, by_side in results.items():
-        for side, runs in by_side.items():
-            line = (
-                f"{name} {side}: open {median(runs, lambda r: r.get('open_s', 0)):.2f} s "
-                f"({median(runs, lambda r: r.get('open_cpu_s', 0)):.2f} s CPU), make_loader "
-                f"{median(runs, lambda r: r['make_loader_s']):.2f} s "
-                f"({median(runs, lambda r: r.get('make_loader_cpu_s', 0)):.2f} s CPU), first "
-                f"batch {median(runs, lambda r: r['first_batch_s']):.2f} s, then "
-                f"{median(runs, lambda r: r['samples_per_s']):,.0f} samples/s, trainer RSS "
-                f"{_mb(median(runs, lambda r: r['rss']))} (peak "
-                f"{_mb(median(runs, lambda r: r['peak_rss']))})"
-            )
-            if runs[0]["worker_rss"] and side in empty:
-                worker = median(runs, lambda r: max(r["worker_rss"]))
-                line += f", largest worker {_mb(worker)} = empty + {_mb(worker - empty[side])}"
-            if "pickle_bytes" in runs[0]:
-                line += f", pickles to {runs[0]['pickle_bytes'] / 1e3:,.0f} KB"
-            loads = [r.get("load_before", 0) for r in runs]
-            print(
-                f"{line} (medians of {len(runs)}; load average {min(loads):.1f}-{max(loads):.1f})"
-            )
 
 
 def main(argv: list[str] | None = None) -> int:
