@@ -42,6 +42,7 @@ import jaxload  # noqa: E402
 from benchmarks import bench_data  # noqa: E402
 from jaxload.decode import backend  # noqa: E402
 
+RESULTS = REPO_ROOT / "benchmarks" / "results_decoders.json"
 WINDOW = (-2, 0, 3)  # frames around each sample: slots before an episode's start are padded
 BATCH = 32
 
@@ -138,21 +139,33 @@ def _decode_in_order(mp4: bytes, device: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("datasets", nargs="*", type=Path, help="converted datasets")
-    parser.add_argument("--cache", type=Path, default=bench_data.DEFAULT_CACHE)
-    parser.add_argument("--only", choices=["small", "large"], action="append")
+    parser.add_argument(
+        "--cache", type=Path, default=bench_data.DEFAULT_CACHE,
+        help="where the benchmark datasets are written and kept (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument("--only", choices=["small", "large"], action="append", help="one size")
     parser.add_argument("--quick", action="store_true", help="the tiny datasets of run.py --quick")
     parser.add_argument("--device", default="cpu", help='"cpu" or a CUDA device ("cuda:0")')
     parser.add_argument("--batches", type=int, default=20, help="batches of 32 per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per side (best counts)")
     parser.add_argument(
-        "--out", type=Path, default=REPO_ROOT / "benchmarks" / "results_decoders.json"
-    )
+        "--out", type=Path, default=None,
+        help="the results file (default: benchmarks/results_decoders.json, the one "
+        "benchmarks/RESULTS.md cites; with --quick, results_decoders_quick.json under --cache)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     import torch
 
     from jaxload.tools import bench
 
     torch.set_num_threads(1)  # one core: torchcodec's own threads would blur "per core"
+    if args.out is None:  # a quick run never overwrites the figures RESULTS.md cites
+        args.out = args.cache / "results_decoders_quick.json" if args.quick else RESULTS
+    print(
+        f"{'quick: ' if args.quick else ''}batches of {BATCH}, {args.batches} per round, "
+        f"{args.rounds} rounds per side, on {args.device}",
+        flush=True,
+    )
     if args.datasets:
         paths = {p.name: p for p in args.datasets}
     else:

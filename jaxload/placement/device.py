@@ -162,6 +162,13 @@ def choose_decode_device(
     small = _too_small(datasets)
     if small and machine.gpus:
         reasons.append(f"decode on CPU: {'; '.join(small)} (smaller than NVDEC decodes)")
+    if not reasons:  # no camera NVDEC would decode, so none of the reasons above applied
+        if not any(d.video_cameras for d in datasets):
+            reasons.append("decode on CPU: no video camera")
+        elif not machine.gpus:
+            reasons.append("decode on CPU: no GPU")
+        else:
+            reasons.append("decode on CPU: every camera is of a codec only the CPU decodes")
     return device, tuple(reasons)
 
 

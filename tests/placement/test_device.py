@@ -106,6 +106,11 @@ def test_hevc_below_nvdecs_minimum_decodes_on_cpu_or_is_refused_under_cuda(datas
     with pytest.raises(DatasetError, match=match):
         check_cuda_decodable([small_hevc], machine=_machine(L4))
     check_cuda_decodable([dataset], machine=_machine(L4))  # H.264 at 48x64 is fine
+    # Without a GPU, a camera too small for NVDEC anyway: the reason is still given.
+    assert choose_decode_device([small_hevc], machine=_machine()) == (
+        "cpu",
+        ("decode on CPU: no GPU",),
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="what a machine without a GPU does")
@@ -157,5 +162,8 @@ def test_cameras_nvdec_cannot_decode_stay_with_the_workers(image_camera_dataset)
     image_camera_dataset.video_cameras = {
         "wrist_image": image_camera_dataset.video_cameras["wrist_image"]
     }
-    device, _ = choose_decode_device([image_camera_dataset], machine=_machine(H100))
-    assert device == "cpu"
+    device, reasons = choose_decode_device([image_camera_dataset], machine=_machine(H100))
+    assert (device, reasons) == (
+        "cpu",
+        ("decode on CPU: every camera is of a codec only the CPU decodes",),
+    )
