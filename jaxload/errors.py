@@ -69,6 +69,14 @@ class WorkerTimeoutError(JaxloadError):
     no batch within `PipelineOptions.worker_timeout_s`: stopped, or stuck on storage."""
 
 
+class DecodeTimeoutError(WorkerTimeoutError):
+    """A decode on a device (torchcodec, NVDEC) did not finish within its deadline."""
+
+
+class GpuDecodeUnavailable(JaxloadError, RuntimeError):
+    """The installed torchcodec cannot decode on a GPU the way jaxload needs."""
+
+
 class UnguardedScriptError(JaxloadError, RuntimeError):
     """A script starts loader worker processes from its top level, outside
     `if __name__ == "__main__":`; each worker would run that top level again."""

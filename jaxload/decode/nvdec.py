@@ -33,7 +33,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 
-from jaxload.errors import JaxloadError
+from jaxload.errors import GpuDecodeUnavailable
 
 log = logging.getLogger("jaxload.decode.nvdec")
 
@@ -52,10 +52,6 @@ _BLOCK = {"h264": 16, "hevc": 8}
 
 _lock = threading.Lock()
 _configured: tuple[int, bool] | None = None  # (capacity, collisions) applied in this process
-
-
-class GpuDecodeUnavailable(JaxloadError, RuntimeError):
-    """The installed torchcodec cannot decode on a GPU the way jaxload needs."""
 
 
 def torchcodec_version() -> tuple[int, ...]:

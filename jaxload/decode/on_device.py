@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from jaxload.decode.frames import EncodedFrames, decode_grouped
-from jaxload.errors import WorkerTimeoutError
+from jaxload.errors import DecodeTimeoutError
 
 
 def merge_encoded(parts: Sequence[tuple[np.ndarray, EncodedFrames]], n: int) -> EncodedFrames:
@@ -52,10 +52,6 @@ def merge_encoded(parts: Sequence[tuple[np.ndarray, EncodedFrames]], n: int) -> 
 MIN_ROWS_PER_DECODE = 4
 # A device decode's deadline is at least this many times the slowest seen so far.
 SLOWEST_DECODE_FACTOR = 4
-
-
-class DecodeTimeoutError(WorkerTimeoutError):
-    """A decode on a device (torchcodec, NVDEC) did not finish within its deadline."""
 
 
 class DeviceDecoder:

@@ -17,7 +17,8 @@ import jaxload
 from jaxload.converters.convert import convert
 from jaxload.decode import backend, nvdec
 from jaxload.decode.backend import TorchcodecBackend
-from jaxload.decode.on_device import DecodeTimeoutError, DeviceDecoder
+from jaxload.decode.on_device import DeviceDecoder
+from jaxload.errors import DecodeTimeoutError, GpuDecodeUnavailable
 from tests.support.lerobot_factory import write_lerobot_v3
 
 CAMERAS = {"observation.images.top": (48, 64), "observation.images.wrist": (40, 72)}
@@ -73,7 +74,7 @@ def test_cuda_decoders_are_made_under_torchcodecs_nvdec_backend(monkeypatch):
 
 def test_a_torchcodec_without_the_nvdec_backend_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(nvdec, "torchcodec_version", lambda: (0, 10, 0))
-    with pytest.raises(nvdec.GpuDecodeUnavailable, match=r"torchcodec >= 0\.11.*0\.10\.0"):
+    with pytest.raises(GpuDecodeUnavailable, match=r"torchcodec >= 0\.11.*0\.10\.0"):
         nvdec.check_torchcodec()
 
 
