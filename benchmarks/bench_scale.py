@@ -1,4 +1,4 @@
-"""jaxload at DROID's scale: open, make_loader, first batch and memory at DROID's shape and
+r"""jaxload at DROID's scale: open, make_loader, first batch and memory at DROID's shape and
 at 100k episodes; conversion memory and time per episode from 1k to 100k episodes.
 
     python benchmarks/bench_scale.py open --base 72e4184 --repeats 3
