@@ -1,10 +1,9 @@
-"""The loader's decode against its ceiling: frames/s per core (or per GPU), decoders created
-per 1,000 batches, and the share of the ceiling the loader's decode reaches (issue #46).
+"""The loader's decode against its ceiling: frames/s per core, decoders created per 1,000
+batches, and the share of the ceiling the loader's decode reaches (issue #46).
 
     python benchmarks/bench_decoders.py                      # small (96x128) and large (480x640)
     python benchmarks/bench_decoders.py --quick --only small  # tiny, seconds
     python benchmarks/bench_decoders.py PATH [PATH ...]      # converted datasets
-    python benchmarks/bench_decoders.py --device cuda:0      # NVDEC (a GPU host)
 
 For each dataset, random batches of 32 samples (every camera, windows of [-2, 0, +3]
 frames, padded slots included) are decoded the way the loader decodes them: the batch's
@@ -17,11 +16,12 @@ costs: the GOPs' leading frames decoded and not served, the mp4s and decoders op
 batch, the record reads and the reader's Python. Both sides
 decode in this one thread, in alternating rounds, and the best round of each counts.
 
-On "cpu" the rates are frames per CPU second of this process (`torch.set_num_threads(1)`:
-one core); on a CUDA device, frames per wall second of one decode thread on one GPU. The
-decoders counted are the backend's `open` calls (one torchcodec VideoDecoder each; on
-NVDEC the hardware decoders behind them are cached by torchcodec, see
-jaxload/decode/nvdec.py).
+The rates are frames per CPU second of this process (`torch.set_num_threads(1)`: one
+core). The decoders counted are the backend's `open` calls (one torchcodec VideoDecoder
+each). On the CPU only: the devices' decode keeps its frames on the devices, which this
+dataset-level measurement does not; on a GPU host `benchmarks/profile_loader.py
+--decode-device cuda` (step 3b of scripts/gpu_check.sh) gives the devices' decoders per
+1,000 batches and their time per call.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ if str(REPO_ROOT) not in sys.path:
 import jaxload  # noqa: E402
 from benchmarks import bench_data  # noqa: E402
 from jaxload.decode import backend  # noqa: E402
+from jaxload.decode.torchcodec_import import video_decoder_class  # noqa: E402
 
 RESULTS = REPO_ROOT / "benchmarks" / "results_decoders.json"
 WINDOW = (-2, 0, 3)  # frames around each sample: slots before an episode's start are padded
@@ -48,18 +49,18 @@ BATCH = 32
 
 
 class RecordingBackend(backend.TorchcodecBackend):
-    """The default backend on `device`, counting the decoders it opens and the distinct
-    frames asked of them (and keeping the mp4s while `mp4s` is a list)."""
+    """The default backend, counting the decoders it opens and the distinct frames asked of
+    them (and keeping the mp4s while `mp4s` is a list)."""
 
-    def __init__(self, device: str):
-        self.device, self.opened, self.distinct_frames = device, 0, 0
+    def __init__(self):
+        self.opened, self.distinct_frames = 0, 0
         self.mp4s: list[bytes] | None = []
 
     def open(self, mp4: bytes, device: str) -> backend.OpenStream:
         self.opened += 1
         if self.mp4s is not None:
             self.mp4s.append(mp4)
-        return _CountingStream(super().open(mp4, self.device), self)
+        return _CountingStream(super().open(mp4, device), self)
 
 
 class _CountingStream:
@@ -71,14 +72,13 @@ class _CountingStream:
         return self.stream.frames_at(indices)
 
 
-def measure(path: Path, batches: int, rounds: int, device: str = "cpu", seed: int = 0) -> dict:
+def measure(path: Path, batches: int, rounds: int, seed: int = 0) -> dict:
     """The loader's decode and the ceiling on `path`, alternating `rounds` times.
 
     Args:
         path: a converted jaxload dataset with video.
         batches: batches of 32 random samples per round.
         rounds: rounds per side; the best of each side counts.
-        device: "cpu" or a CUDA device ("cuda:0").
 
     Example:
         measure(Path("runs/bench/small-jaxload"), batches=20, rounds=3)["share_of_ceiling"]
@@ -91,33 +91,27 @@ def measure(path: Path, batches: int, rounds: int, device: str = "cpu", seed: in
     rng = np.random.default_rng(seed)
     rows = [rng.integers(0, len(ds), BATCH).tolist() for _ in range(batches)]
     served = len(meta.video_keys) * len(WINDOW) * BATCH * batches
-    recorder = RecordingBackend(device)
+    recorder = RecordingBackend()
     with backend.use(recorder):
         for batch_rows in rows:  # not timed: imports, and the mp4s the ceiling decodes
             ds.__getitems__(batch_rows)
     mp4s, recorder.mp4s, distinct = recorder.mp4s or [], None, recorder.distinct_frames
     recorder.opened = 0
-    clock = time.process_time if device == "cpu" else time.perf_counter
     seconds: dict[str, list[float]] = {"loader": [], "ceiling": []}
     ceiling_frames = 0
     for r in range(rounds):
         for side in ("loader", "ceiling") if r % 2 == 0 else ("ceiling", "loader"):
-            start = clock()
+            start = time.process_time()
             if side == "loader":
                 with backend.use(recorder):
                     for batch_rows in rows:
                         ds.__getitems__(batch_rows)
             else:
-                ceiling_frames = sum(_decode_in_order(mp4, device) for mp4 in mp4s)
-            if device != "cpu":
-                import torch
-
-                torch.cuda.synchronize(device)
-            seconds[side].append(clock() - start)
+                ceiling_frames = sum(_decode_in_order(mp4) for mp4 in mp4s)
+            seconds[side].append(time.process_time() - start)
     loader_s, ceiling_s = min(seconds["loader"]), min(seconds["ceiling"])
     return {
         "dataset": str(path),
-        "device": device,
         "frames_served_per_round": served,
         "distinct_frames_per_round": distinct,
         "ceiling_frames_per_round": ceiling_frames,
@@ -129,10 +123,9 @@ def measure(path: Path, batches: int, rounds: int, device: str = "cpu", seed: in
     }
 
 
-def _decode_in_order(mp4: bytes, device: str) -> int:
+def _decode_in_order(mp4: bytes) -> int:
     """Every frame of `mp4`, in stream order, by one decoder: the frame count."""
-    stream = backend.TorchcodecBackend().open(mp4, device)
-    decoder = stream.decoder  # torchcodec's VideoDecoder
+    decoder = video_decoder_class()(mp4, seek_mode="exact", dimension_order="NHWC")
     return len(decoder.get_frames_in_range(0, len(decoder)).data)
 
 
@@ -145,7 +138,6 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--only", choices=["small", "large"], action="append", help="one size")
     parser.add_argument("--quick", action="store_true", help="the tiny datasets of run.py --quick")
-    parser.add_argument("--device", default="cpu", help='"cpu" or a CUDA device ("cuda:0")')
     parser.add_argument("--batches", type=int, default=20, help="batches of 32 per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per side (best counts)")
     parser.add_argument(
@@ -163,26 +155,21 @@ def main(argv: list[str] | None = None) -> int:
         args.out = args.cache / "results_decoders_quick.json" if args.quick else RESULTS
     print(
         f"{'quick: ' if args.quick else ''}batches of {BATCH}, {args.batches} per round, "
-        f"{args.rounds} rounds per side, on {args.device}",
+        f"{args.rounds} rounds per side, one core",
         flush=True,
     )
     if args.datasets:
         paths = {p.name: p for p in args.datasets}
     else:
-        # The converter's default on the CPU (the sources' AV1, copied); H.264 on a GPU, as
-        # the devices' path reads (NVDEC on A100/H100/H200 decodes no AV1).
-        codec = {} if args.device == "cpu" else {"video_codec": "h264"}
+        # The converter's default: the sources' AV1, copied.
         specs = bench_data.specs_for(args.quick, args.only)
-        paths = {
-            k: bench_data.prepare(s, args.cache, workers=2, **codec)[1] for k, s in specs.items()
-        }
-    unit = "per core" if args.device == "cpu" else f"on {args.device}"
+        paths = {k: bench_data.prepare(s, args.cache, workers=2)[1] for k, s in specs.items()}
     results = {}
     for label, path in paths.items():
-        got = results[label] = measure(path, args.batches, args.rounds, args.device)
+        got = results[label] = measure(path, args.batches, args.rounds)
         print(
             f"{label}: the loader decodes {got['loader_frames_per_s']:,.0f} distinct frames/s "
-            f"{unit}; "
+            "per core; "
             f"the ceiling decodes {got['ceiling_frames_per_s']:,.0f} frames/s in order; "
             f"the loader reaches {got['share_of_ceiling']:.2f} of the ceiling; "
             f"{got['decoders_per_1000_batches']:,.0f} decoders per 1,000 batches",
