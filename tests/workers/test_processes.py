@@ -95,6 +95,14 @@ def _grain_workers() -> list:
     return sorted((p for p in children if p.name.startswith("grain-process")), key=lambda p: p.pid)
 
 
+@pytest.fixture(autouse=True)
+def earlier_workers_gone():
+    """These tests count, stop and kill this process's workers: an earlier test's pipeline
+    may still be closing in the background (a worker exits within a few seconds), and taken
+    for one of this test's loader it made the count wrong or the kill hit the wrong one."""
+    assert _within(30, lambda: not _grain_workers() and not workers_module.worker_pids())
+
+
 def test_a_stopped_worker_raises_naming_it_and_the_loader_resumes(dataset):
     reference = make_loader(dataset, options=PipelineOptions(num_workers=0), **KW)
     want = [next(reference) for _ in range(14)]
