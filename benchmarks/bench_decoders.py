@@ -17,11 +17,12 @@ batch, the record reads and the reader's Python. Both sides
 decode in this one thread, in alternating rounds, and the best round of each counts.
 
 The rates are frames per CPU second of this process (`torch.set_num_threads(1)`: one
-core). The decoders counted are the backend's `open` calls (one torchcodec VideoDecoder
-each). On the CPU only: the devices' decode keeps its frames on the devices, which this
-dataset-level measurement does not; on a GPU host `benchmarks/profile_loader.py
---decode-device cuda` (step 3b of scripts/gpu_check.sh) gives the devices' decoders per
-1,000 batches and their time per call.
+core). The decoders counted are those the loader's decode opens (one torchcodec
+VideoDecoder each), recorded once (`jaxload.tools.bench.record_decode_calls`). On the CPU
+only: the devices' decode keeps its frames on the devices, which this dataset-level
+measurement does not; on a GPU host `benchmarks/profile_loader.py --decode-device cuda`
+(step 3b of scripts/gpu_check.sh) gives the devices' decoders per 1,000 batches and their
+time per call.
 """
 
 from __future__ import annotations
@@ -40,36 +41,12 @@ if str(REPO_ROOT) not in sys.path:
 
 import jaxload  # noqa: E402
 from benchmarks import bench_data  # noqa: E402
-from jaxload.decode import backend  # noqa: E402
 from jaxload.decode.torchcodec_import import video_decoder_class  # noqa: E402
+from jaxload.tools.bench import record_decode_calls  # noqa: E402
 
 RESULTS = REPO_ROOT / "benchmarks" / "results_decoders.json"
 WINDOW = (-2, 0, 3)  # frames around each sample: slots before an episode's start are padded
 BATCH = 32
-
-
-class RecordingBackend(backend.TorchcodecBackend):
-    """The default backend, counting the decoders it opens and the distinct frames asked of
-    them (and keeping the mp4s while `mp4s` is a list)."""
-
-    def __init__(self):
-        self.opened, self.distinct_frames = 0, 0
-        self.mp4s: list[bytes] | None = []
-
-    def open(self, mp4: bytes, device: str) -> backend.OpenStream:
-        self.opened += 1
-        if self.mp4s is not None:
-            self.mp4s.append(mp4)
-        return _CountingStream(super().open(mp4, device), self)
-
-
-class _CountingStream:
-    def __init__(self, stream: backend.OpenStream, recorder: RecordingBackend):
-        self.stream, self.recorder = stream, recorder
-
-    def frames_at(self, indices):
-        self.recorder.distinct_frames += len(set(indices))
-        return self.stream.frames_at(indices)
 
 
 def measure(path: Path, batches: int, rounds: int, seed: int = 0) -> dict:
@@ -91,23 +68,19 @@ def measure(path: Path, batches: int, rounds: int, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     rows = [rng.integers(0, len(ds), BATCH).tolist() for _ in range(batches)]
     served = len(meta.video_keys) * len(WINDOW) * BATCH * batches
-    recorder = RecordingBackend()
-    with backend.use(recorder):
-        for batch_rows in rows:  # not timed: imports, and the mp4s the ceiling decodes
-            ds.__getitems__(batch_rows)
-    mp4s, recorder.mp4s, distinct = recorder.mp4s or [], None, recorder.distinct_frames
-    recorder.opened = 0
+    # Not timed: imports, and what the loader's decode opens (the same in every round).
+    calls = record_decode_calls(ds, rows)
+    distinct = sum(len(set(indices)) for call in calls for indices in call.indices)
     seconds: dict[str, list[float]] = {"loader": [], "ceiling": []}
     ceiling_frames = 0
     for r in range(rounds):
         for side in ("loader", "ceiling") if r % 2 == 0 else ("ceiling", "loader"):
             start = time.process_time()
             if side == "loader":
-                with backend.use(recorder):
-                    for batch_rows in rows:
-                        ds.__getitems__(batch_rows)
+                for batch_rows in rows:
+                    ds.__getitems__(batch_rows)
             else:
-                ceiling_frames = sum(_decode_in_order(mp4) for mp4 in mp4s)
+                ceiling_frames = sum(_decode_in_order(call.mp4) for call in calls)
             seconds[side].append(time.process_time() - start)
     loader_s, ceiling_s = min(seconds["loader"]), min(seconds["ceiling"])
     return {
@@ -118,7 +91,7 @@ def measure(path: Path, batches: int, rounds: int, seed: int = 0) -> dict:
         "loader_frames_per_s": distinct / loader_s,
         "ceiling_frames_per_s": ceiling_frames / ceiling_s,
         "share_of_ceiling": (distinct / loader_s) / (ceiling_frames / ceiling_s),
-        "decoders_per_1000_batches": 1000 * recorder.opened / (rounds * batches),
+        "decoders_per_1000_batches": 1000 * len(calls) / batches,
         "seconds": seconds,
     }
 
